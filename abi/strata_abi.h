@@ -61,11 +61,12 @@ typedef int64_t strata_s64;
 	3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
 			     3: the consumer's own commit counters (ccommit) */
 #define STRATA_ABI_MINOR \
-	5u /* 3.1: block_timeout_ms in the buffer header;
+	6u /* 3.1: block_timeout_ms in the buffer header;
 	      3.2: a lane's `records` count in overwrite mode;
 	      3.3: block_timeouts in the buffer header;
 	      3.4: STRATA_BUF_RETIRED;
-	      3.5: a lane's writers_waiting */
+	      3.5: a lane's writers_waiting;
+	      3.6: a lane's writer_cpu */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -268,7 +269,13 @@ struct strata_lane_ctl {
 	 * counts what the ring overwrote as this minus the records it took
 	 * (docs/ring-buffer.md, "Loss accounting").  0 otherwise. */
 	strata_u64 records;
-	strata_u64 pad0[2];
+	/* ABI 3.6: the CPU the writer that opened the lane's newest packet ran
+	 * on, plus 1 (0: unknown, an older producer); a relaxed store at each
+	 * open.  A hint for the consumer's placement only (docs/consumerd.md,
+	 * "The daemon beside its writers"): any value is harmless. */
+	strata_u32 writer_cpu;
+	strata_u32 pad0a;
+	strata_u64 pad0b;
 	strata_u64 consumed; /* consumer: next position to read */
 	/* ABI 3.5, blocking mode: writers sleeping on the low 32 bits of
 	 * `consumed` (FUTEX_WAIT, shared) for a sub-buffer; each adds 1 before
@@ -349,6 +356,8 @@ STRATA_ABI_ASSERT(sizeof(struct strata_packet_header) == STRATA_PACKET_HEADER_SI
 		  "packet header size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_buffer_header) == 336, "buffer header size is ABI");
 STRATA_ABI_ASSERT(sizeof(struct strata_lane_ctl) == 128 + 16 * STRATA_MAX_SUBBUF, "lane control size is ABI");
+STRATA_ABI_ASSERT(__builtin_offsetof(struct strata_lane_ctl, writer_cpu) == 48,
+		  "writer_cpu where pad0 began, in the writers' line");
 STRATA_ABI_ASSERT(__builtin_offsetof(struct strata_lane_ctl, writers_waiting) == 72,
 		  "writers_waiting shares the consumer's line, after consumed");
 STRATA_ABI_ASSERT(sizeof(struct strata_desc_field) == 24, "field descriptor size is ABI");

@@ -425,6 +425,25 @@ bool Drain::populate_ahead()
 	return left != 0;
 }
 
+// The CPUs of the writers with bytes we have not read yet, as their
+// packets' opens said (hostile words: only where our worker runs depends
+// on them).  Not a kernel buffer's: its writers are the module's.
+bool Drain::writer_cpus(cpu_set_t *busy) const
+{
+	CPU_ZERO(busy);
+	if (from_kernel_ || !reader_)
+		return false;
+	bool any = false;
+	for (uint32_t lane = 0; lane < n_lanes_; lane++) {
+		const int cpu = reader_->lane_writer_cpu(lane);
+		if (cpu >= 0 && reader_->lane_backlog(lane) != 0) {
+			CPU_SET(cpu, busy);
+			any = true;
+		}
+	}
+	return any;
+}
+
 // Nothing in any lane, ever: every write position still 0 (a lane's head
 // leaves 0 at its first reservation and never returns to it) and nothing
 // discarded.  Shared words, read after the producer exited or the session

@@ -178,6 +178,7 @@ private:
 	StepResult step(StepWait *w) override;
 	bool multiplexable() const override;
 	bool streaming() const override { return sched_taken_; }
+	bool writer_cpus(cpu_set_t *busy) const override;
 	void release() override;
 	bool released() const override { return stage() == Stage::Released; }
 	SchedChange run();

@@ -408,6 +408,13 @@ void DrainPool::mux_worker()
 					(void)quiet_scheduling(true);
 				}
 			}
+			// A turn on a CPU where the job's writer runs stops that
+			// writer for the turn while another CPU may idle: the wake-up
+			// placed us there (docs/consumerd.md, "The daemon beside
+			// its writers").
+			cpu_set_t busy;
+			if (d->writer_cpus(&busy))
+				(void)step_off(busy);
 			w = StepWait();
 			const StepResult r = d->step(&w);
 			lk.lock();

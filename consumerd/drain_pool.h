@@ -74,6 +74,8 @@
 #ifndef STRATA_CONSUMERD_DRAIN_POOL_H
 #define STRATA_CONSUMERD_DRAIN_POOL_H
 
+#include <sched.h>
+
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -126,6 +128,15 @@ public:
 	// by the multiplexing driver before each turn, on the thread about to
 	// run it: that worker takes or drops it on a change.
 	virtual bool streaming() const { return false; }
+	// The CPUs its busy writers last ran on (cleared first), asked by the
+	// multiplexing driver before each turn, on the thread about to run
+	// it: false if it knows none.  The worker then keeps off them when it
+	// can (step_off, sched_policy.h).
+	virtual bool writer_cpus(cpu_set_t *busy) const
+	{
+		(void)busy;
+		return false;
+	}
 	// Under the pool's mutex: the worker is done with it / was it?
 	virtual void release() = 0;
 	virtual bool released() const = 0;

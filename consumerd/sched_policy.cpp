@@ -114,6 +114,35 @@ bool streaming_weight()
 	return setpriority(PRIO_PROCESS, tid, nice_want) == 0; // best effort
 }
 
+bool step_off(const cpu_set_t &busy)
+{
+	static const bool enabled = [] {
+		const char *e = getenv("STRATA_CONSUMERD_APART");
+		return !(e && !strcmp(e, "0"));
+	}();
+	if (!enabled)
+		return false;
+	const int me = sched_getcpu(); // rseq's cpu_id or the vDSO: no system call
+	if (me < 0 || me >= CPU_SETSIZE || !CPU_ISSET(me, &busy))
+		return false;
+	cpu_set_t allowed, apart;
+	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+		return false;
+	CPU_AND(&apart, &allowed, &busy);
+	CPU_XOR(&apart, &allowed, &apart); // allowed and not busy
+	if (CPU_COUNT(&apart) == 0 || sched_setaffinity(0, sizeof apart, &apart) != 0)
+		return false;
+	// Returns on one of them (the kernel migrates the caller before).
+	// Given back: the mask we read, else (a cpuset changed under us)
+	// every CPU, which the kernel narrows to the cpuset's.
+	if (sched_setaffinity(0, sizeof allowed, &allowed) != 0) {
+		cpu_set_t all;
+		memset(&all, 0xff, sizeof all);
+		(void)sched_setaffinity(0, sizeof all, &all);
+	}
+	return true;
+}
+
 SchedChange stream_scheduling()
 {
 	SchedChange c;

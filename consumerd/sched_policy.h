@@ -9,6 +9,8 @@
 #ifndef STRATA_CONSUMERD_SCHED_POLICY_H
 #define STRATA_CONSUMERD_SCHED_POLICY_H
 
+#include <sched.h>
+
 namespace strata {
 
 // Ask the scheduler for a short time slice (EEVDF, Linux >= 6.12) for the
@@ -33,6 +35,18 @@ bool streaming_weight();
 // wall is bimodal").  STRATA_CONSUMERD_BATCH=0 turns it off; a policy not
 // SCHED_OTHER or SCHED_BATCH is left alone.  True if the thread has it.
 bool quiet_scheduling(bool on);
+
+// A multiplexing worker about to run a turn for writers that last ran on
+// the CPUs in `busy`: if the calling thread runs on one of them and may
+// run on a CPU outside them, it moves there (its affinity narrowed to
+// those CPUs, then given back as it was: the kernel leaves a thread where
+// it runs when that CPU is allowed).  The wake-up that brought the worker
+// may have placed it on the writer's CPU while another CPU idled (the
+// kernel's idle search gives up on a busy LLC); the turn would then stop
+// the writer for its length, 2-4 ms measured (docs/consumerd.md, "The
+// daemon beside its writers").  STRATA_CONSUMERD_APART=0 turns it off.
+// True if the thread moved.
+bool step_off(const cpu_set_t &busy);
 
 // What a streaming drain changed in its thread's scheduling.
 struct SchedChange {

@@ -75,6 +75,9 @@ void open_packet(Channel *ch, strata_lane_ctl *lc, uint32_t lane, char *lane_dat
 	ph->packet_seq_num = head >> ch->subbuf_shift;
 	ph->lane_id = lane;
 	ph->vtid = lane >= ch->first_shared ? -1 : (int32_t)vtid;
+	// Relaxed: a placement hint for the consumer (ABI 3.6), pairs with
+	// nothing; once per packet, in the line of head our CAS just took.
+	__atomic_store_n(&lc->writer_cpu, own_cpu_plus1(), __ATOMIC_RELAXED);
 	STRATA_WHOOK(STRATA_W_OPEN_WRITTEN);
 	commit_bytes(ch, commit_of(ch, lc, head), STRATA_PACKET_HEADER_SIZE, owned);
 }

@@ -137,6 +137,21 @@ inline uint32_t shared_lane(const Channel *ch, uint32_t fallback)
 	return ch->first_shared + k;
 }
 
+// The CPU the calling thread runs on, plus 1, for a lane's writer_cpu
+// (strata_abi.h, ABI 3.6): rseq's cpu_id, a plain load; 0 (unknown)
+// without rseq.  A packet's opener stores it so that the consumer's
+// worker can keep off a busy writer's CPU (docs/consumerd.md, "The
+// daemon beside its writers").
+inline uint32_t own_cpu_plus1()
+{
+	if (__builtin_expect(__rseq_size == 0, 0))
+		return 0;
+	const volatile struct rseq *rs =
+		(const volatile struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+	const int32_t cpu = (int32_t)rs->cpu_id;
+	return cpu < 0 ? 0 : (uint32_t)cpu + 1;
+}
+
 // The calling thread's kernel id, asked once per thread: tid_slow.
 inline uint32_t tid_of(ThreadState &t)
 {

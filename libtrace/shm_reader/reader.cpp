@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -560,6 +561,15 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 	*budget -= n;
 	ls.ahead = from + n;
 	return end - ls.ahead;
+}
+
+int Reader::lane_writer_cpu(uint32_t lane) const
+{
+	if (lane >= info_.n_lanes)
+		return -1;
+	// Relaxed: a hint (the writer's relaxed store at a packet's open).
+	const uint32_t v = __atomic_load_n(&lane_ctl(lane)->writer_cpu, __ATOMIC_RELAXED);
+	return v == 0 || v > CPU_SETSIZE ? -1 : static_cast<int>(v - 1);
 }
 
 uint64_t Reader::lane_backlog(uint32_t lane) const

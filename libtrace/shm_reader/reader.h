@@ -286,6 +286,10 @@ public:
 	// Bytes the writers of `lane` are ahead of this reader (`head`, hostile,
 	// less the next position to read): 0 if `head` is behind it.
 	uint64_t lane_backlog(uint32_t lane) const;
+	// The CPU the writer that opened `lane`'s newest packet ran on
+	// (writer_cpu, ABI 3.6; shared, hostile: only a hint), or -1: unknown
+	// (0, an older producer), or not a CPU number a cpu_set_t can hold.
+	int lane_writer_cpu(uint32_t lane) const;
 
 	// Waiting for data without polling: call prepare_wait() (sets
 	// consumer_waiting, returns the current wake_seq), re-check every lane,

@@ -8,6 +8,7 @@
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -860,4 +861,37 @@ TEST_F(FirstLap, IdleLaneReadToItsEndKeepsItsPages)
 	emit_recs(1);
 	ASSERT_GT(s.reader->lane_position(0), S);
 	EXPECT_EQ(2u, resident(sc, data, stride)) << "the next packet: the one page its writer wrote";
+}
+
+// A packet's opener says on which CPU it ran (writer_cpu, ABI 3.6): the
+// reader gives it back as the CPU number, and -1 for what no cpu_set_t
+// holds (0: unknown; a scribbled word).  The consumer's worker keeps off
+// those CPUs (sched_policy.h, step_off), so a lie moves only it.
+TEST_F(FirstLap, WriterCpuIsAHintReadWithinBounds)
+{
+	Scribbler &sc = *this->sc;
+	// The first packet was opened in SetUp on some CPU; pin this thread
+	// and open the next one here.
+	const int cpu = sched_getcpu();
+	ASSERT_GE(cpu, 0);
+	cpu_set_t was, one;
+	ASSERT_EQ(0, sched_getaffinity(0, sizeof was, &was));
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof one, &one));
+	sc.lane(0)->writer_cpu = 0;
+	EXPECT_EQ(-1, s.reader->lane_writer_cpu(0)) << "0: unknown";
+	emit_recs(S / 24); // past the first packet: the second opened on `cpu`
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof was, &was));
+	ASSERT_GT(s.reader->lane_position(0), S);
+	EXPECT_EQ(static_cast<uint32_t>(cpu) + 1, sc.lane(0)->writer_cpu);
+	EXPECT_EQ(cpu, s.reader->lane_writer_cpu(0));
+	EXPECT_EQ(-1, s.reader->lane_writer_cpu(1)) << "a lane nobody opened";
+	EXPECT_EQ(-1, s.reader->lane_writer_cpu(2)) << "no such lane";
+	for (uint32_t v : {static_cast<uint32_t>(CPU_SETSIZE) + 1, UINT32_MAX}) {
+		sc.lane(0)->writer_cpu = v;
+		EXPECT_EQ(-1, s.reader->lane_writer_cpu(0)) << v;
+	}
+	sc.lane(0)->writer_cpu = CPU_SETSIZE;
+	EXPECT_EQ(CPU_SETSIZE - 1, s.reader->lane_writer_cpu(0)) << "the last a cpu_set_t holds";
 }

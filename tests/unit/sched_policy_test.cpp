@@ -1,7 +1,8 @@
 // The drain threads' scheduling changes (consumerd/sched_policy.h), each
 // on a thread of its own: a multiplexing worker between streaming turns is
 // SCHED_BATCH, back to SCHED_OTHER for a streaming turn, and a policy
-// someone else chose is left alone.
+// someone else chose is left alone; a worker steps off its writers' CPUs
+// when it may run elsewhere, its affinity given back as it was.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -45,6 +46,79 @@ TEST(SchedPolicy, AnotherPolicyIsLeftAlone)
 		EXPECT_EQ(own_policy(), SCHED_IDLE);
 		EXPECT_FALSE(strata::quiet_scheduling(false));
 		EXPECT_EQ(own_policy(), SCHED_IDLE);
+	});
+}
+
+bool same_mask(const cpu_set_t &a, const cpu_set_t &b)
+{
+	return CPU_EQUAL(&a, &b);
+}
+
+TEST(SchedPolicy, StepOffLeavesABusyCpuWhenAnotherIsAllowed)
+{
+	on_thread([] {
+		cpu_set_t allowed;
+		ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
+		if (CPU_COUNT(&allowed) < 2)
+			GTEST_SKIP() << "one CPU allowed: nowhere to step to";
+		// Nothing busy, or busy elsewhere: stays, nothing changed.
+		cpu_set_t busy;
+		CPU_ZERO(&busy);
+		EXPECT_FALSE(strata::step_off(busy));
+		// Busy where we run: moved to a CPU outside the set.  A load
+		// balance between the move and our look could bring the thread
+		// back: three tries, each of which must move it.
+		bool away = false;
+		for (int i = 0; i < 3 && !away; i++) {
+			const int me = sched_getcpu();
+			ASSERT_GE(me, 0);
+			CPU_ZERO(&busy);
+			CPU_SET(me, &busy);
+			ASSERT_TRUE(strata::step_off(busy));
+			away = sched_getcpu() != me;
+		}
+		EXPECT_TRUE(away);
+		cpu_set_t now;
+		ASSERT_EQ(0, sched_getaffinity(0, sizeof now, &now));
+		EXPECT_TRUE(same_mask(now, allowed)) << "the affinity given back";
+		// Every allowed CPU busy: nowhere better, stays.
+		EXPECT_FALSE(strata::step_off(allowed));
+		ASSERT_EQ(0, sched_getaffinity(0, sizeof now, &now));
+		EXPECT_TRUE(same_mask(now, allowed));
+	});
+}
+
+// A mask narrowed by whoever runs the daemon (taskset) is kept: narrowed
+// to the one CPU it runs on, the worker stays; narrowed to two, it steps
+// only to the other; the narrowed mask is what is given back.
+TEST(SchedPolicy, StepOffStaysInsideANarrowedMask)
+{
+	on_thread([] {
+		cpu_set_t allowed;
+		ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
+		int a = -1, b = -1;
+		for (int c = 0; c < CPU_SETSIZE && b < 0; c++)
+			if (CPU_ISSET(c, &allowed))
+				(a < 0 ? a : b) = c;
+		cpu_set_t one, busy, now;
+		CPU_ZERO(&one);
+		CPU_SET(a, &one);
+		ASSERT_EQ(0, sched_setaffinity(0, sizeof one, &one));
+		ASSERT_EQ(a, sched_getcpu());
+		EXPECT_FALSE(strata::step_off(one)) << "its one CPU busy: nowhere to go";
+		ASSERT_EQ(0, sched_getaffinity(0, sizeof now, &now));
+		EXPECT_TRUE(same_mask(now, one));
+		if (CPU_COUNT(&allowed) < 3)
+			GTEST_SKIP() << "fewer than 3 CPUs allowed: the two-CPU mask not tried";
+		cpu_set_t two = one;
+		CPU_SET(b, &two);
+		ASSERT_EQ(0, sched_setaffinity(0, sizeof two, &two));
+		CPU_ZERO(&busy);
+		CPU_SET(a, &busy); // we run on a: the narrowing above kept us there
+		ASSERT_TRUE(strata::step_off(busy));
+		EXPECT_EQ(b, sched_getcpu());
+		ASSERT_EQ(0, sched_getaffinity(0, sizeof now, &now));
+		EXPECT_TRUE(same_mask(now, two));
 	});
 }
 
