@@ -389,6 +389,7 @@ void DrainPool::mux_worker()
 	StepWait w;
 	SchedChange sched; // what this worker took for a streaming job
 	bool streaming = false;
+	RecentWriters recent;         // where this worker's turns' writers ran lately
 	(void)quiet_scheduling(true); // until a streaming job's turn
 	for (;;) {
 		if (!ready_.empty()) {
@@ -411,10 +412,12 @@ void DrainPool::mux_worker()
 			// A turn on a CPU where the job's writer runs stops that
 			// writer for the turn while another CPU may idle: the wake-up
 			// placed us there (docs/consumerd.md, "The daemon beside
-			// its writers").
+			// its writers").  Off the CPUs of the writers of this
+			// worker's recent turns, not this job's alone: no move at
+			// each turn between two drains' writers on two CPUs.
 			cpu_set_t busy;
 			if (d->writer_cpus(&busy))
-				(void)step_off(busy);
+				(void)recent.before_turn(busy, steady_ns());
 			w = StepWait();
 			const StepResult r = d->step(&w);
 			lk.lock();

@@ -143,6 +143,18 @@ bool step_off(const cpu_set_t &busy)
 	return true;
 }
 
+bool RecentWriters::before_turn(const cpu_set_t &busy, uint64_t now_ns)
+{
+	if (!any_ || now_ns - since_ > kWindowNs) {
+		cpus_ = busy;
+		since_ = now_ns;
+		any_ = true;
+	} else {
+		CPU_OR(&cpus_, &cpus_, &busy);
+	}
+	return step_off(cpus_);
+}
+
 SchedChange stream_scheduling()
 {
 	SchedChange c;

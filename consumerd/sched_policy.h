@@ -11,6 +11,8 @@
 
 #include <sched.h>
 
+#include <cstdint>
+
 namespace strata {
 
 // Ask the scheduler for a short time slice (EEVDF, Linux >= 6.12) for the
@@ -47,6 +49,25 @@ bool quiet_scheduling(bool on);
 // daemon beside its writers").  STRATA_CONSUMERD_APART=0 turns it off.
 // True if the thread moved.
 bool step_off(const cpu_set_t &busy);
+
+// A worker's memory of the CPUs its turns' writers ran on lately, so that
+// it steps off them all, not only the current drain's: with writers of
+// two drains on the two CPUs, stepping off each drain's in turn would
+// move it at every turn for nothing.  One per worker thread.
+class RecentWriters {
+public:
+	RecentWriters() { CPU_ZERO(&cpus_); }
+	// Before a turn for writers on `busy`, at `now_ns` (steady): `busy`
+	// joins the CPUs seen since the window began (kWindowNs; a new window
+	// starts from `busy` alone), then step_off those.  True if moved.
+	bool before_turn(const cpu_set_t &busy, uint64_t now_ns);
+	static constexpr uint64_t kWindowNs = 10000000; // 10 ms
+
+private:
+	cpu_set_t cpus_;
+	uint64_t since_ = 0;
+	bool any_ = false;
+};
 
 // What a streaming drain changed in its thread's scheduling.
 struct SchedChange {

@@ -54,12 +54,17 @@ bool same_mask(const cpu_set_t &a, const cpu_set_t &b)
 	return CPU_EQUAL(&a, &b);
 }
 
+// The calling thread's allowed CPUs: at least two of them?
+bool two_allowed(cpu_set_t *allowed)
+{
+	return sched_getaffinity(0, sizeof *allowed, allowed) == 0 && CPU_COUNT(allowed) >= 2;
+}
+
 TEST(SchedPolicy, StepOffLeavesABusyCpuWhenAnotherIsAllowed)
 {
 	on_thread([] {
 		cpu_set_t allowed;
-		ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
-		if (CPU_COUNT(&allowed) < 2)
+		if (!two_allowed(&allowed))
 			GTEST_SKIP() << "one CPU allowed: nowhere to step to";
 		// Nothing busy, or busy elsewhere: stays, nothing changed.
 		cpu_set_t busy;
@@ -85,6 +90,41 @@ TEST(SchedPolicy, StepOffLeavesABusyCpuWhenAnotherIsAllowed)
 		EXPECT_FALSE(strata::step_off(allowed));
 		ASSERT_EQ(0, sched_getaffinity(0, sizeof now, &now));
 		EXPECT_TRUE(same_mask(now, allowed));
+	});
+}
+
+// Writers of two drains, one on each CPU: the worker steps off the first
+// drain's, then stays for the second's (the CPUs seen in the window cover
+// every allowed one: a move would only land on the first's again); once
+// the window passed, it steps off the newest drain's alone again.
+TEST(SchedPolicy, RecentWritersOfOtherDrainsAreKeptOffToo)
+{
+	on_thread([] {
+		cpu_set_t allowed;
+		if (!two_allowed(&allowed))
+			GTEST_SKIP() << "one CPU allowed: nowhere to step to";
+		strata::RecentWriters recent;
+		uint64_t t = 1000;
+		// Writers where we run, in a new window: a move.  A migration
+		// between our look and step_off's would leave nothing to do:
+		// three tries, each in a window of its own.
+		auto step_from_here = [&recent, &t](cpu_set_t *here) {
+			for (int i = 0; i < 3; i++) {
+				t += strata::RecentWriters::kWindowNs + 1000;
+				CPU_ZERO(here);
+				CPU_SET(sched_getcpu(), here);
+				if (recent.before_turn(*here, t))
+					return true;
+			}
+			return false;
+		};
+		cpu_set_t first, second;
+		EXPECT_TRUE(step_from_here(&first));
+		CPU_AND(&second, &allowed, &first);
+		CPU_XOR(&second, &allowed, &second); // every other allowed CPU
+		EXPECT_FALSE(recent.before_turn(second, t + 1000)) << "every allowed CPU had a writer";
+		cpu_set_t here;
+		EXPECT_TRUE(step_from_here(&here)) << "a new window: this drain's writers only";
 	});
 }
 
