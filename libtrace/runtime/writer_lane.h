@@ -116,20 +116,27 @@ inline void arm_claim_retry(const Channel *ch, unsigned slot, ThreadState &t)
 
 namespace {
 
-// The shared lane for a record of a thread without an owned lane: the one
-// of the CPU it runs on (cpu_id of glibc's rseq area, kept by the kernel;
-// a plain load), so that two sharers running at the same time on two CPUs
-// do not write the same lane: no cache line of head, commit[] or data
-// moves between CPUs record by record (docs/ring-buffer.md, "Shared lanes
-// by CPU").  A stale CPU (migrated since) only costs that once.  Without
-// rseq (glibc.pthread.rseq=0, registration failed): `fallback`.
-inline uint32_t shared_lane(const Channel *ch, uint32_t fallback)
+// The CPU the calling thread runs on: cpu_id of glibc's rseq area, kept
+// by the kernel (a plain load); negative without rseq (glibc.pthread.rseq=0,
+// registration failed).
+inline int32_t rseq_cpu()
 {
 	if (__builtin_expect(__rseq_size == 0, 0))
-		return fallback;
+		return -1;
 	const volatile struct rseq *rs =
 		(const volatile struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
-	const int32_t cpu = (int32_t)rs->cpu_id;
+	return (int32_t)rs->cpu_id;
+}
+
+// The shared lane for a record of a thread without an owned lane: the one
+// of the CPU it runs on (rseq_cpu), so that two sharers running at the
+// same time on two CPUs do not write the same lane: no cache line of head,
+// commit[] or data moves between CPUs record by record (docs/ring-buffer.md,
+// "Shared lanes by CPU").  A stale CPU (migrated since) only costs that
+// once.  Without rseq: `fallback`.
+inline uint32_t shared_lane(const Channel *ch, uint32_t fallback)
+{
+	const int32_t cpu = rseq_cpu();
 	if (__builtin_expect(cpu < 0, 0))
 		return fallback;
 	const uint32_t n_shared = ch->n_lanes - ch->first_shared;
@@ -138,17 +145,12 @@ inline uint32_t shared_lane(const Channel *ch, uint32_t fallback)
 }
 
 // The CPU the calling thread runs on, plus 1, for a lane's writer_cpu
-// (strata_abi.h, ABI 3.6): rseq's cpu_id, a plain load; 0 (unknown)
-// without rseq.  A packet's opener stores it so that the consumer's
-// worker can keep off a busy writer's CPU (docs/consumerd.md, "The
-// daemon beside its writers").
+// (strata_abi.h, ABI 3.6); 0 (unknown) without rseq.  A packet's opener
+// stores it so that the consumer's worker can keep off a busy writer's
+// CPU (docs/consumerd.md, "The daemon beside its writers").
 inline uint32_t own_cpu_plus1()
 {
-	if (__builtin_expect(__rseq_size == 0, 0))
-		return 0;
-	const volatile struct rseq *rs =
-		(const volatile struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
-	const int32_t cpu = (int32_t)rs->cpu_id;
+	const int32_t cpu = rseq_cpu();
 	return cpu < 0 ? 0 : (uint32_t)cpu + 1;
 }
 
