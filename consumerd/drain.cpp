@@ -72,7 +72,12 @@ constexpr uint64_t kAheadPerTurn = 1u << 20;
 // 0.3-0.8); looked at after 100 us, the daemon makes most of them (30
 // paired short runs of 200,000 events: the median pair 0.9 ns an event
 // less).  An idle process's drain costs one more turn (the pool's timer
-// thread, a few us).
+// thread, a few us).  A buffer handed over long before its first event
+// (its first look saw nothing move, so no more looks) is woken by its
+// writer's first packet open (writer.cpp), and the looks start again
+// there (before that, 3 of 8 short runs had the drain's next turn only
+// with the first packet complete: its writer had faulted that whole
+// sub-buffer in itself).
 constexpr int kFirstPollUs = 100;
 constexpr uint8_t kFirstPolls = 9;
 
@@ -419,6 +424,8 @@ bool Drain::populate_ahead()
 		pos += head;
 	}
 	first_moved_ = pos != first_pos_;
+	if (first_pos_ == 0 && pos != 0)
+		first_polls_ = 0; // the writers' first records: the short waits start here
 	first_pos_ = pos;
 	if (!in_lap0)
 		ahead_done_ = true; // every lane's first lap is over

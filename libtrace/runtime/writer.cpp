@@ -233,8 +233,15 @@ inline SwitchResult switch_packet(Channel *ch, uint32_t lane, uint64_t head, uin
 	std::atomic_thread_fence(std::memory_order_release);
 	STRATA_WHOOK(STRATA_W_OPEN_WON);
 	open_packet(ch, lc, lane, lane_data, head, now, tid_of(t), owned);
-	if (__builtin_expect(head < ch->lane_stride, 0)) // lap 0: the packet's pages
+	if (__builtin_expect(head < ch->lane_stride, 0)) { // lap 0: the packet's pages
 		prefault_open(ch, lane_data, head);
+		// The lane's first record: the consumer's first-lap looks
+		// (Drain::populate_ahead) start now, not at the buffer's
+		// hand-off, which may come long before a first event.  Once a
+		// lane; a system call only when the consumer sleeps.
+		if (head == 0)
+			wake_consumer(ch->hdr);
+	}
 	return {head, Switch::kOpened};
 }
 

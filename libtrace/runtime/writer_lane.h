@@ -339,8 +339,8 @@ inline bool subbuf_free(const Channel *ch, strata_lane_ctl *lc, uint64_t head)
 // open of lap 0 maps its own sub-buffer (prefault_open), not the next one:
 // a run that ends in it would never use the next, and the consumer daemon
 // makes the pages ahead of a busy writer (Reader::populate_ahead), so that
-// this populate only maps pages that exist (docs/ring-buffer.md, "A busy
-// writer's first lap").
+// the open only maps pages that exist (map_made; docs/ring-buffer.md, "A
+// busy writer's first lap").
 constexpr uint64_t kFirstPrefault = 4096;
 
 inline void prefault_first(const Channel *ch, char *lane_data)
@@ -367,17 +367,21 @@ inline void prefault_open(const Channel *ch, char *lane_data, uint64_t head)
 	if (__atomic_load_n(&prev->content_size, __ATOMIC_RELAXED) / 8 < ch->subbuf_size / 2)
 		return;
 	char *const p = lane_data + ring_off(ch, head);
-	// Pages the consumer made are in the memfd but not in our page table.
-	// A read populate maps them 16 a fault (the kernel's fault-around),
-	// and writable: a shared shmem mapping needs no write notification.
-	// 3 x 4 MiB took 0.65-1.2 ms that way against 1.9-2.4 written (a
-	// page faulted for write is mapped alone).  A page nobody made costs
-	// more read (allocated, then written): the sub-buffer's last page,
-	// the consumer's last (it makes them in order), says which.  mincore
-	// answers for the page cache of a file we may write.
-	unsigned char made = 0;
-	const bool ahead = mincore(p + ch->subbuf_size - 4096, 4096, &made) == 0 && (made & 1);
-	madvise(p, ch->subbuf_size, ahead ? kMadvPopulateRead : kMadvPopulateWrite);
+	const uint64_t S = ch->subbuf_size;
+	// Pages the consumer made are in the memfd but not in our page table
+	// (map_made); a page nobody made costs more read (allocated by a
+	// fault, then written) than by a write populate.  The consumer makes
+	// them in order: the sub-buffer's last page says all are; else the
+	// made prefix is mapped and the rest made here.  mincore answers for
+	// the page cache of a file we may write.
+	unsigned char last = 0;
+	if (mincore(p + S - 4096, 4096, &last) == 0 && (last & 1)) {
+		map_made(p, S);
+		return;
+	}
+	const uint64_t made = made_prefix(p, S);
+	map_made(p, made);
+	madvise(p + made, S - made, kMadvPopulateWrite);
 }
 
 // The lane's cumulative discard count for the packet a closer is about to

@@ -8,6 +8,7 @@
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 
 #include "desc_rules.h"
 #include "rb_test_util.h"
+#include "madv_populate.h"
 
 using namespace rbtest;
 
@@ -861,6 +863,87 @@ TEST_F(FirstLap, IdleLaneReadToItsEndKeepsItsPages)
 	emit_recs(1);
 	ASSERT_GT(s.reader->lane_position(0), S);
 	EXPECT_EQ(2u, resident(sc, data, stride)) << "the next packet: the one page its writer wrote";
+}
+
+namespace {
+// Pages of [p, p + len) present in this process's page table
+// (/proc/self/pagemap, bit 63), whatever the file holds.
+size_t mapped(const void *p, uint64_t len)
+{
+	const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	EXPECT_GE(fd, 0);
+	size_t n = 0;
+	for (uint64_t off = 0; off < len; off += 4096) {
+		uint64_t e = 0;
+		const off_t at = (off_t)((reinterpret_cast<uintptr_t>(p) + off) / 4096 * 8);
+		EXPECT_EQ((ssize_t)sizeof e, pread(fd, &e, sizeof e, at));
+		n += (e >> 63) & 1;
+	}
+	close(fd);
+	return n;
+}
+// The kernel's fault-around in bytes where debugfs says it, else its
+// default (64 KiB).
+uint64_t fault_around_bytes()
+{
+	uint64_t v = 65536;
+	if (FILE *f = fopen("/sys/kernel/debug/fault_around_bytes", "r")) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = 65536;
+		fclose(f);
+	}
+	return v;
+}
+} // namespace
+
+// A writer's packet open in lap 0 maps what the consumer made (writer_lane.h):
+// made_prefix finds how far the making got (the consumer makes in order),
+// map_made maps those pages by a read a fault-around window, allocating
+// nothing.  On a fresh mapping of the buffer, as a writer's.
+TEST_F(FirstLap, WriterMapsTheMadePrefixByReading)
+{
+	Scribbler &sc = *this->sc;
+	auto *m = static_cast<char *>(mmap(nullptr, sc.size, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd, 0));
+	ASSERT_NE(m, MAP_FAILED);
+	char *sb1 = m + data + S, *sb2 = sb1 + S;
+	// The consumer's making (Reader::populate_ahead): a write populate on
+	// its own mapping.  fallocate alone leaves pages a fault-around skips
+	// and mincore does not count (not up to date until written).
+	auto make = [&](uint64_t off, uint64_t len) {
+		ASSERT_EQ(0, madvise(sc.base + data + off, len, strata::kMadvPopulateWrite));
+	};
+	make(S, 5 * kPage);
+	EXPECT_EQ(5 * kPage, strata::made_prefix(sb1, S));
+	EXPECT_EQ(0u, strata::made_prefix(sb2, S)) << "nothing made";
+	make(S + 5 * kPage, S - 5 * kPage);
+	EXPECT_EQ(S, strata::made_prefix(sb1, S));
+	EXPECT_EQ(S / kPage, resident(sc, data + S, S));
+	EXPECT_EQ(0u, mapped(sb1, S)) << "made, not mapped";
+	strata::map_made(sb1, S);
+	EXPECT_EQ(0u, resident(sc, data + 2 * S, S)) << "nothing allocated past the range";
+	// Every read window's page is mapped; with the default fault-around
+	// (or any of at least 64 KiB), every page of the sub-buffer.
+	for (uint64_t off = 0; off < S; off += 64u << 10)
+		EXPECT_EQ(1u, mapped(sb1 + off, kPage)) << off;
+	if (fault_around_bytes() >= (64u << 10)) {
+		EXPECT_EQ(S / kPage, mapped(sb1, S));
+	}
+	ASSERT_EQ(0, munmap(m, sc.size));
+}
+
+// The lane's first packet open wakes the consumer (its first-lap looks
+// start there, Drain::populate_ahead), once: the next wake is the first
+// packet's completion, not the second packet's open.
+TEST_F(FirstLap, FirstOpenWakesTheConsumerOnce)
+{
+	Scribbler &sc = *this->sc;
+	EXPECT_EQ(1u, sc.hdr()->wake_seq) << "SetUp's first record opened the lane";
+	emit_recs(100);
+	EXPECT_EQ(1u, sc.hdr()->wake_seq);
+	emit_recs(S / 24); // the first packet complete, the second opened
+	ASSERT_GT(s.reader->lane_position(0), S);
+	ASSERT_LT(s.reader->lane_position(0), 2 * S);
+	EXPECT_EQ(2u, sc.hdr()->wake_seq);
 }
 
 // A packet's opener says on which CPU it ran (writer_cpu, ABI 3.6): the
