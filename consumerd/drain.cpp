@@ -573,7 +573,14 @@ SchedChange Drain::run()
 {
 	StepWait w;
 	bool applied = false;
+	RecentWriters recent; // as a multiplexing worker's (drain_pool.cpp)
 	for (;;) {
+		// Off the CPUs of this buffer's busy writers before the turn: a
+		// streamed drain's thread is woken onto them as a worker is
+		// (docs/consumerd.md, "The daemon beside its writers").
+		cpu_set_t busy;
+		if (writer_cpus(&busy))
+			(void)recent.before_turn(busy, mono_ns());
 		const StepResult r = step(&w);
 		if (sched_taken_ && !applied) {
 			applied = true;
