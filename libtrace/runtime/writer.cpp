@@ -580,6 +580,28 @@ __attribute__((noinline)) int wake_done(strata_buffer_header *hdr)
 
 // Every reservation the fast path below does not take: the general path
 // (any lane, any record, packet switches, retries, discards).
+// The owned fast path's bound after our record [head, end) (PerSlot::limit):
+// its packet's end; in the lane's first sub-buffer of lap 0, the start of
+// the next 64 KiB fault-around window past `end`, after mapping the window
+// `end` is in by a read (map_made: the pages the consumer made, 16 a
+// fault, where the writer would write-fault each).  A lane's first packet
+// may take only a page (the idle-process rule, prefault_first) and the
+// later ones are mapped at their opens (prefault_open): this is the first
+// sub-buffer's part.  A general record every 64 KiB there, none after.
+inline void set_limit(ThreadState::PerSlot &ps, char *lane_data, uint64_t head, uint64_t end, uint64_t S)
+{
+	const uint64_t packet_end = (head & ~(S - 1)) + S;
+	uint64_t limit = packet_end;
+	if (__builtin_expect(head < S && end < S, 0)) {
+		const uintptr_t va = reinterpret_cast<uintptr_t>(lane_data) + end;
+		map_made(lane_data + end, 1);
+		const uint64_t next =
+			((va | (kFaultAround - 1)) + 1) - reinterpret_cast<uintptr_t>(lane_data);
+		limit = next < packet_end ? next : packet_end;
+	}
+	__atomic_store_n(&ps.limit, limit, __ATOMIC_RELAXED);
+}
+
 __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot,
 					      size_t size);
 
@@ -747,7 +769,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 		return fast_leave<Kind>(r);
 	// Acquire: as slot_channel's.  The slot still holds the channel whose
 	// lane we own (a close or reopen since: general).  No size check here:
-	// a record that does not fit the open packet (off + narrow < S below)
+	// a record that does not fit the open packet (head + narrow < limit below)
 	// goes to the general path, which refuses one too large for any.
 	// From here on `fast` is that channel.
 	if (__builtin_expect(
@@ -775,14 +797,14 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	const int clk = strata_kclock_end_common(k, seq, tsc, (uint32_t)tsc, &now);
 	if (__builtin_expect(clk == 0, 1)) {
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
-		const uint64_t S = ch->subbuf_size,
-			       narrow = STRATA_REC_COMPACT_SIZE + (Hold ? size : r->size);
-		const uint64_t off = head & (S - 1);
+		const uint64_t narrow = STRATA_REC_COMPACT_SIZE + (Hold ? size : r->size);
 		const uint64_t d = (int64_t)(tsc - t0) > 0 ? tsc - t0 : 0; // Hold only
 		// Compact header: our last record in this lane (last_lane[slot] ==
 		// lane while owned: ThreadState::PerSlot) within 2^27 ns.
 		const uint64_t low = __atomic_load_n(&ps.last_ts, __ATOMIC_RELAXED);
-		if (__builtin_expect(off != 0 && off + narrow < S &&
+		// Inside an open packet with room to spare (PerSlot::limit).
+		const uint64_t limit = __atomic_load_n(&ps.limit, __ATOMIC_RELAXED);
+		if (__builtin_expect(head + narrow < limit &&
 					     ((now - low) >> STRATA_REC_COMPACT_TS_BITS) == 0 &&
 					     (!Hold || d <= max_ticks),
 				     1)) {
@@ -889,8 +911,10 @@ int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot, si
 		now = res.now;
 		taken = res.taken;
 	}
-	if (fast) // head is ours up to head + taken: a consumer may close from here
+	if (fast) { // head is ours up to head + taken: a consumer may close from here
 		busy_add(lc, false);
+		set_limit(t.per_slot[slot], l.data, head, head + taken, S);
+	}
 	std::atomic_thread_fence(std::memory_order_release); // same pairing as switch_packet's
 	STRATA_WHOOK(STRATA_W_RESERVED);
 	r->rec = record_begin(l, slot, t, depth, (uint32_t)id, head, now, taken == wide);

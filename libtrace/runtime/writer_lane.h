@@ -75,6 +75,17 @@ struct ThreadState {
 		// handler may run between any two instructions; an older value is
 		// still a lower bound).
 		uint64_t last_ts;
+		// The fast path's bound: a record whose end would reach it goes
+		// the general path.  0 at a claim (own_lane); set by the general
+		// path after each reservation in this owned lane to the end of
+		// that record's packet, P + S, or, in the lane's first sub-buffer
+		// of lap 0, to the next fault-around window's start (first_window).
+		// Sound whenever loaded: it was P + S (or less) for a packet P
+		// holding a record of ours, and head only grows, so head + size <
+		// limit puts head strictly inside P, open (a close moves head to
+		// P + S); a stale lower value only sends a record the general way.
+		// Written by this thread and its signal handlers only (relaxed).
+		uint64_t limit;
 	} per_slot[STRATA_MAX_SLOTS];
 	CommitCtx ctx[kMaxDepth];
 };

@@ -177,6 +177,7 @@ bool own_lane(Channel *ch, unsigned slot, ThreadState &t, uint32_t lane)
 		lane = pick_shared(ch);
 	t.per_slot[slot].fast = nullptr; // first: see ThreadState::PerSlot
 	std::atomic_signal_fence(std::memory_order_seq_cst);
+	__atomic_store_n(&t.per_slot[slot].limit, 0, __ATOMIC_RELAXED); // another lane's bound
 	t.until_own[slot] = 0;
 	t.lane[slot] = (uint16_t)lane;
 	t.ch[slot] = ch;

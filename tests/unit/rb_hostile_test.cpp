@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -944,6 +945,26 @@ TEST_F(FirstLap, FirstOpenWakesTheConsumerOnce)
 	ASSERT_GT(s.reader->lane_position(0), S);
 	ASSERT_LT(s.reader->lane_position(0), 2 * S);
 	EXPECT_EQ(2u, sc.hdr()->wake_seq);
+}
+
+// A busy lane's first sub-buffer, whose pages the consumer made: the
+// writer's fast path stops at each 64 KiB fault-around window, where the
+// general path maps the next window by one read (PerSlot::limit,
+// set_limit) instead of a write fault a page.  Counted in this thread's
+// minor faults over the sub-buffer: at most the pages before the first
+// window boundary (up to 15) and a fault a window, where each page faulted
+// alone before (31).
+TEST_F(FirstLap, FirstSubBufferMappedAWindowAtATime)
+{
+	Scribbler &sc = *this->sc;
+	ASSERT_EQ(0, madvise(sc.base + data, S, strata::kMadvPopulateWrite)); // the consumer's making
+	rusage before{}, after{};
+	ASSERT_EQ(0, getrusage(RUSAGE_THREAD, &before));
+	emit_recs((S - 2 * kPage) / 24);
+	ASSERT_EQ(0, getrusage(RUSAGE_THREAD, &after));
+	ASSERT_LT(s.reader->lane_position(0), S) << "still the first packet";
+	const long faults = after.ru_minflt - before.ru_minflt;
+	EXPECT_LE(faults, static_cast<long>((64u << 10) / kPage - 1 + S / (64u << 10) + 1)) << faults;
 }
 
 // A packet's opener says on which CPU it ran (writer_cpu, ABI 3.6): the
