@@ -578,8 +578,6 @@ __attribute__((noinline)) int wake_done(strata_buffer_header *hdr)
 	return 1;
 }
 
-// Every reservation the fast path below does not take: the general path
-// (any lane, any record, packet switches, retries, discards).
 // The owned fast path's bound after our record [head, end) (PerSlot::limit):
 // its packet's end; in the lane's first sub-buffer of lap 0, the start of
 // the next 64 KiB fault-around window past `end`, after mapping the window
@@ -602,6 +600,8 @@ inline void set_limit(ThreadState::PerSlot &ps, char *lane_data, uint64_t head, 
 	__atomic_store_n(&ps.limit, limit, __ATOMIC_RELAXED);
 }
 
+// Every reservation the fast path below does not take: the general path
+// (any lane, any record, packet switches, retries, discards).
 __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot,
 					      size_t size);
 
