@@ -145,11 +145,12 @@ struct strata_reservation {
 STRATA__NOPLT int strata_reserve(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot,
 				 size_t size);
 STRATA__NOPLT void strata_commit(struct strata_reservation *r);
-/* A record whose payload the caller built whole (an event whose payload
- * is at most STRATA_WRITE_MAX bytes), at r->rec: reserve, copy and
- * commit in one call, so that the runtime's fast path hands nothing back
- * and is not entered twice.  r's other fields are the runtime's.  Returns
- * 1 if recorded, 0 if not (as strata_reserve's 0). */
+/* A record whose payload the caller has whole (an event whose payload
+ * is at most STRATA_WRITE_MAX bytes, built on its stack; or of any size,
+ * an event whose one field is a string or an array), at r->rec, read
+ * only: reserve, copy and commit in one call, so that the runtime's fast
+ * path hands nothing back and is not entered twice.  r's other fields are
+ * the runtime's.  Returns 1 if recorded, 0 if not (as strata_reserve's 0). */
 #define STRATA_WRITE_MAX 64
 STRATA__NOPLT int strata_write(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot,
 			       size_t size);
@@ -266,6 +267,34 @@ void strata_unregister_tracepoints(struct strata_tracepoint *const *start,
 	}
 #define STRATA__WRITE_BYTES STRATA__WRITE_SEQ
 
+/* op LONE: an event of one field whose payload is the caller's own bytes
+ * (a string, with its NUL; a fixed array): STRATA__LONE_IS(fields) is 1
+ * (a constant), STRATA__LONE(fields) the pointer to those bytes; else 0.
+ * STRATA__ONE(fields) is 1 for one field, M for more. */
+#define STRATA__ONE(...)                                                                                   \
+	STRATA__NARG_(__VA_ARGS__, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, M, \
+		      M, M, M, M, M, M, M, 1, 0)
+#define STRATA__LONE_IS(...) STRATA__CAT(STRATA__LONE_IS_, STRATA__ONE(__VA_ARGS__))(__VA_ARGS__)
+#define STRATA__LONE_IS_M(...) 0
+#define STRATA__LONE_IS_1(t) STRATA__DISPATCH(STRATA__LONEK, t, 0)
+#define STRATA__LONE(...) STRATA__CAT(STRATA__LONE_, STRATA__ONE(__VA_ARGS__))(__VA_ARGS__)
+#define STRATA__LONE_M(...) ((const char *)0)
+#define STRATA__LONE_1(t) STRATA__DISPATCH(STRATA__LONEP, t, 0)
+#define STRATA__LONEK_INT(n, c, x, i) 0
+#define STRATA__LONEK_FLOAT STRATA__LONEK_INT
+#define STRATA__LONEK_ENUM STRATA__LONEK_INT
+#define STRATA__LONEK_STRING(n, c, x, i) 1
+#define STRATA__LONEK_ARRAY STRATA__LONEK_STRING
+#define STRATA__LONEK_SEQ STRATA__LONEK_INT /* its count comes first */
+#define STRATA__LONEK_BYTES STRATA__LONEK_INT
+#define STRATA__LONEP_INT(n, c, x, i) ((const char *)0)
+#define STRATA__LONEP_FLOAT STRATA__LONEP_INT
+#define STRATA__LONEP_ENUM STRATA__LONEP_INT
+#define STRATA__LONEP_STRING(n, c, x, i) s_##n
+#define STRATA__LONEP_ARRAY(n, c, x, i) ((const char *)(n))
+#define STRATA__LONEP_SEQ STRATA__LONEP_INT
+#define STRATA__LONEP_BYTES STRATA__LONEP_INT
+
 /* op ARGV: pointers to the arguments, for field filters */
 #define STRATA__ARGV(t, i) STRATA__DISPATCH(STRATA__ARGV, t, i)
 #define STRATA__ARGV_INT(n, c, x, i) (const void *)&n,
@@ -374,7 +403,9 @@ extern "C" {
  * sizes the types give the test is the compiler's; with strings or
  * sequences it is made at run time on the size just computed, which also
  * bounds every copy into the stack buffer (a string is copied for the
- * length its size counted, as in the ring). */
+ * length its size counted, as in the ring).  An event of one string or
+ * one fixed array, whatever its size, needs no buffer: its payload is the
+ * caller's bytes (STRATA__LONE), handed to strata_write as they are. */
 #define STRATA__EMIT_FULL(p, e) strata__emitf__##p##__##e
 #define STRATA__NAME(t, i) STRATA__DISPATCH(STRATA__NAME, t, i)
 #define STRATA__NAME_INT(n, c, x, i) , n
@@ -427,6 +458,11 @@ extern "C" {
 			return;                                                                      \
 		}                                                                                    \
 		STRATA__FE(STRATA__SIZE, __VA_ARGS__)                                                \
+		if (STRATA__LONE_IS(__VA_ARGS__)) {                                                  \
+			r_.rec = (char *)STRATA__LONE(__VA_ARGS__);                                  \
+			strata_write(&r_, tp_, (unsigned)__builtin_ctz(st_), o_);                    \
+			return;                                                                      \
+		}                                                                                    \
 		if (o_ <= STRATA_WRITE_MAX) {                                                        \
 			char buf_[STRATA_WRITE_MAX];                                                 \
 			const size_t size_ = o_;                                                     \

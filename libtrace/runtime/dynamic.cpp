@@ -286,9 +286,9 @@ inline uint32_t recording(const strata_dyn_event *ev)
 // static emitter builds them (a pointer per field; for a sequence, the
 // pointer then a pointer to its size_t length), write(rec) the payload.
 // `whole`: the payload already as the record's bytes (a packed event), or
-// null; one of at most STRATA_WRITE_MAX bytes goes through strata_write, one
-// call as a small static event (docs/ring-buffer.md, "One call for small
-// events"), not reserve, copy and commit.
+// null; it goes through strata_write, whatever its size, one call as a
+// small static event (docs/ring-buffer.md, "One call for small events"),
+// not reserve, copy and commit.
 template <class ArgvOf, class Write>
 void emit_to_slots(strata_dyn_event *ev, uint32_t st, size_t size, ArgvOf &&argv_of, Write &&write,
 		   const void *whole = nullptr)
@@ -311,7 +311,7 @@ void emit_to_slots(strata_dyn_event *ev, uint32_t st, size_t size, ArgvOf &&argv
 				continue;
 		}
 		strata_reservation r;
-		if (whole && size <= STRATA_WRITE_MAX) {
+		if (whole) {
 			// strata_write reads the payload at r.rec; it never writes there
 			r.rec = const_cast<char *>(static_cast<const char *>(whole));
 			strata_write(&r, ev, slot, size);

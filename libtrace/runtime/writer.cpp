@@ -492,11 +492,13 @@ inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane
 // overlapping moves of n's size class, so that one call site's constant n
 // takes the same branches every time.  No call (a memcpy would make every
 // value the commit needs live across it): 33 to 64 bytes (STRATA_WRITE_MAX)
-// as the first and the last 32, beyond that 32 at a time first.  (16 at a
-// time beyond 32 took bench:mixed's 35 bytes 10 instructions more.)
+// as the first and the last 32, 65 to 128 (a one-field event's string or
+// array, which may be of any size) as the first and the last 64, beyond
+// that 64 at a time first.  (16 at a time beyond 32 took bench:mixed's 35
+// bytes 10 instructions more; a loop of 32 for bench:str's 65, 9.)
 // The moves' widths as vector types: a 16-byte load or store, and 32
 // bytes as two of them in registers (a 32-byte struct went through the
-// stack: four stores nobody read, in bench:mixed's path).
+// stack: four stores nobody read, in bench:mixed's path), 64 as four.
 typedef char Bytes16 __attribute__((vector_size(16), aligned(1)));
 struct Bytes32 {
 	Bytes16 lo, hi;
@@ -527,10 +529,14 @@ inline void copy_payload(char *d, const char *s, size_t n)
 {
 	if (n >= 16) {
 		if (__builtin_expect(n > 32, 0)) {
-			size_t o = 0;
-			for (; __builtin_expect(n - o > 64, 0); o += 32)
-				copy_ends<Bytes32>(d + o, s + o, 32);
-			copy_ends<Bytes32>(d + o, s + o, n - o);
+			if (__builtin_expect(n > 64, 0)) {
+				copy_ends<Bytes32>(d, s, 64);
+				for (size_t o = 64; __builtin_expect(o < n - 64, 0); o += 64)
+					copy_ends<Bytes32>(d + o, s + o, 64);
+				copy_ends<Bytes32>(d + n - 64, s + n - 64, 64);
+			} else {
+				copy_ends<Bytes32>(d, s, n);
+			}
 		} else {
 			copy_ends<Bytes16>(d, s, n);
 		}

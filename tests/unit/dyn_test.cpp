@@ -204,8 +204,9 @@ TEST(Dynamic, PackedPayloadRecordsTheSameAndBadLayoutsNothing)
 	strata_dyn_event *ev = nullptr;
 	ASSERT_EQ(0, strata_dyn_declare("dynp", "all", STRATA_LOGLEVEL_INFO, kAll, kNAll, &ev));
 	constexpr uint32_t kN = 100;
-	// Payloads of 41 to 57 bytes (one call, strata_write) and, with the
-	// long string, 76 to 92 (reserve, copy, commit).
+	// Payloads of 41 to 57 bytes and, with the long string, 76 to 92,
+	// packed ones by one call (strata_write) whatever their size, the
+	// others by reserve, copy and commit.
 	static const char kLong[] = "a string that takes the payload past 64 b";
 	auto what_of = [](uint32_t i) -> const char * {
 		return i % 3 ? (i % 4 == 1 ? kLong : "packed") : nullptr;

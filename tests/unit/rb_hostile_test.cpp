@@ -8,6 +8,10 @@
 #define STRATA_DEFINE_PROVIDERS
 #include "test_tp.h"
 
+/* Events of one field, whose payload is the caller's own bytes. */
+STRATA_EVENT(rbtest, msg, STRATA_LOGLEVEL_INFO, strata_string(text))
+STRATA_EVENT(rbtest, digest, STRATA_LOGLEVEL_INFO, strata_array(uint8_t, d, 100))
+
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -654,6 +658,51 @@ TEST(Packets, StringsOfEveryLengthAreWalkedToTheirNul)
 	ASSERT_EQ(recs.size(), strs.size() - 1);
 	for (size_t i = 0; i + 1 < strs.size(); i++)
 		EXPECT_EQ(recs[i].fields[6].s, strs[i]) << i;
+}
+
+// An event whose one field is a string or a fixed array hands the caller's
+// bytes to strata_write as they are, whatever their size (tracepoint.h,
+// STRATA__LONE): strings of every length from 0 to 300 (a null one as
+// "(null)"), between them arrays of 100 bytes, every record read back
+// field by field, byte for byte.
+TEST(Packets, OneFieldEventsRecordTheCallersBytesWhole)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 8, 65536), {rule("rbtest:msg"), rule("rbtest:digest")});
+	ASSERT_TRUE(s.reader);
+	std::vector<std::string> strs;
+	for (size_t n = 0; n <= 300; n++)
+		strs.push_back(std::string(n, (char)('a' + n % 26)));
+	uint8_t d[100];
+	for (size_t i = 0; i < strs.size(); i++) {
+		strata_tracepoint(rbtest, msg, strs[i].c_str());
+		if (i % 100 == 0) {
+			for (unsigned j = 0; j < sizeof d; j++)
+				d[j] = (uint8_t)(i + j * 7);
+			strata_tracepoint(rbtest, digest, d);
+		}
+	}
+	strata_tracepoint(rbtest, msg, (const char *)nullptr);
+	std::string msg, err;
+	std::vector<uint8_t> p;
+	ASSERT_EQ(strata::FlushStatus::kDone, s.reader->flush(0, false, 1000, &msg)) << msg;
+	ASSERT_EQ(strata::ReadStatus::kPacket, s.reader->next_packet(0, &p, &err)) << err;
+	EXPECT_EQ(header_of(p).events_discarded, 0u);
+	std::vector<Record> recs;
+	ASSERT_TRUE(decode_packet(p, s.events, &recs, &err)) << err;
+	ASSERT_EQ(recs.size(), strs.size() + 4 + 1);
+	size_t r = 0;
+	for (size_t i = 0; i < strs.size(); i++) {
+		ASSERT_EQ(recs[r].id, strata__tp__rbtest__msg.id) << i;
+		EXPECT_EQ(recs[r++].fields[0].s, strs[i]) << i;
+		if (i % 100 == 0) {
+			ASSERT_EQ(recs[r].id, strata__tp__rbtest__digest.id) << i;
+			ASSERT_EQ(recs[r].fields[0].elems.size(), sizeof d);
+			for (unsigned j = 0; j < sizeof d; j++)
+				EXPECT_EQ(recs[r].fields[0].elems[j], (uint8_t)(i + j * 7)) << i << " " << j;
+			r++;
+		}
+	}
+	EXPECT_EQ(recs[r].fields[0].s, "(null)");
 }
 
 // The trailing-loss packet shows packets skipped at the end of a lane as a

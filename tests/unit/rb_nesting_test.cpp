@@ -250,7 +250,7 @@ void expect_lane0_records(Slot &s, uint64_t n)
 // record's end would overwrite that record's header or payload.  Read raw
 // (the payloads are not rbtest:noargs' fields, which next_packet's record
 // check would cut).
-constexpr unsigned kWriteMax = STRATA_WRITE_MAX + 40;
+constexpr unsigned kWriteMax = STRATA_WRITE_MAX + 200; // a one-field event's payload, any size
 uint8_t write_byte(unsigned key, unsigned j)
 {
 	return (uint8_t)(key * 37u + j * 11u + 1u);
@@ -280,7 +280,7 @@ void write_nest_hook(strata_writer_step step)
 
 TEST(Write, PayloadsOfEverySizeLandExactly)
 {
-	Slot s(2, config(STRATA_MODE_DISCARD, 1, 2, 16384), {rule("rbtest:*")});
+	Slot s(2, config(STRATA_MODE_DISCARD, 1, 2, 131072), {rule("rbtest:*")});
 	ASSERT_TRUE(s.reader);
 	std::vector<std::pair<unsigned, unsigned>> want; // (key, size), in the lane's order
 	strata_test_writer_hook = write_nest_hook;
