@@ -492,10 +492,11 @@ inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane
 // overlapping moves of n's size class, so that one call site's constant n
 // takes the same branches every time.  No call (a memcpy would make every
 // value the commit needs live across it): 33 to 64 bytes (STRATA_WRITE_MAX)
-// as the first and the last 32, 65 to 128 (a one-field event's string or
-// array, which may be of any size) as the first and the last 64, beyond
-// that 64 at a time first.  (16 at a time beyond 32 took bench:mixed's 35
-// bytes 10 instructions more; a loop of 32 for bench:str's 65, 9.)
+// as the first and the last 32; past 64 (a one-field event's string or
+// array, which may be of any size) the first 64, then 64 at a time, then
+// the last 16, 32 or 64 for the rest.  (16 at a time beyond 32 took
+// bench:mixed's 35 bytes 10 instructions more; a loop of 32 bench:str's
+// 65, 9 more than reserve and commit; its last 64, 5 more than its last 16.)
 // The moves' widths as vector types: a 16-byte load or store, and 32
 // bytes as two of them in registers (a 32-byte struct went through the
 // stack: four stores nobody read, in bench:mixed's path), 64 as four.
@@ -531,9 +532,16 @@ inline void copy_payload(char *d, const char *s, size_t n)
 		if (__builtin_expect(n > 32, 0)) {
 			if (__builtin_expect(n > 64, 0)) {
 				copy_ends<Bytes32>(d, s, 64);
-				for (size_t o = 64; __builtin_expect(o < n - 64, 0); o += 64)
+				size_t o = 64;
+				for (; __builtin_expect(o < n - 64, 0); o += 64)
 					copy_ends<Bytes32>(d + o, s + o, 64);
-				copy_ends<Bytes32>(d + n - 64, s + n - 64, 64);
+				// The rest, 1 to 64 bytes past o: the last 16, 32 or 64.
+				if (n - o <= 16)
+					copy_ends<Bytes16>(d + n - 16, s + n - 16, 16);
+				else if (n - o <= 32)
+					copy_ends<Bytes32>(d + n - 32, s + n - 32, 32);
+				else
+					copy_ends<Bytes32>(d + n - 64, s + n - 64, 64);
 			} else {
 				copy_ends<Bytes32>(d, s, n);
 			}
