@@ -635,19 +635,25 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint
 // before the CAS, so 0 always means nothing of the lane changed.  On
 // success *ticks is the record's TSC - t0 (skew: 0).
 //
-// The ordered TSC is read after the checks that need nothing of the lane
-// (slot, `fast`, a compact id, the slot still holding that channel, a
-// depth left) and the nesting level taken.  Those checks send to the
-// general path, before the read it could not use (it reads the clock after
-// its load of head), what would leave the fast path anyway: no clock
-// page, no owned lane in this slot (a thread beyond the owned lanes, or
-// one yet to claim), no FAST_OWNER buffers in this process (no
-// membarrier), a closed or reopened slot.  The TSC before the load of
-// head, unlike the general path: on an owned lane the only other writers
-// of head are this thread's signal handlers, whose records the last_ts
-// check sees (record_size: a record that would stamp a time before theirs
-// leaves for the general path), and consumers' closes, which take no clock
-// and leave head at a packet boundary, where this path does not go
+// The ordered TSC is read as soon as the lane is known to be ours: after
+// the check that sends the usual exits to the general path, before the
+// read it could not use (it reads the clock after its load of head):
+// `fast` (no clock page, no owned lane in this slot: a thread beyond the
+// owned lanes or one yet to claim, no FAST_OWNER buffers in this process:
+// no membarrier) and a compact id.  The checks that rarely fail (the slot
+// still holding that channel, a depth left), the nesting level, the clock
+// page's seq, the busy window and head come after it: the fence waits for
+// every load before it, so what stands before it lengthens every event,
+// and what follows it runs beside the read (docs/ring-buffer.md, "The TSC
+// first").  seq after the TSC: the page's fields are still one snapshot
+// (loaded between the two seq loads), and a snapshot newer than the TSC
+// has a cycle_last past it, whose negative delta the conversion refuses.
+// The TSC before the load of head, unlike the general path: on an owned
+// lane the only other writers of head are this thread's signal handlers,
+// whose records the last_ts check sees (record_size: a record that would
+// stamp a time before theirs leaves for the general path; a handler
+// before our nesting level too), and consumers' closes, which take no
+// clock and leave head at a packet boundary, where this path does not go
 // (docs/ring-buffer.md, "The fast path").
 //
 // Few values live across the TSC read (RDTSCP takes three registers): the
@@ -781,6 +787,12 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	Channel *const fast = ps.fast;
 	if (__builtin_expect(fast == nullptr || tp->id >= STRATA_REC_EXTENDED_ID, 0))
 		return fast_leave<Kind>(r);
+	// The TSC now (see above).  Acquire: as clock_now's (the page's
+	// mapping before the pointer).  Not null: `fast` is set only once a
+	// page is (ThreadState::PerSlot).
+	const ClockPageRef page = clock_page_ref();
+	const strata_kclock *k = page.k;
+	const uint64_t tsc = strata_kclock_ordered(page.rdtscp);
 	// Acquire: as slot_channel's.  The slot still holds the channel whose
 	// lane we own (a close or reopen since: general).  No size check here:
 	// a record that does not fit the open packet (head + narrow < limit below)
@@ -793,12 +805,8 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	strata_lane_ctl *lc = ps.lc; // &ch->lanes[lane] (ThreadState::PerSlot)
 	t_state.depth++;             // undone by a decrement on every way out but the record's
 	std::atomic_signal_fence(std::memory_order_seq_cst); // as reserve_general's
-	// Acquire: as clock_now's (the page's mapping before the pointer).
-	// Not null: `fast` is set only once a page is (ThreadState::PerSlot).
-	const ClockPageRef page = clock_page_ref();
-	const strata_kclock *k = page.k;
-	uint32_t seq;
-	const uint64_t tsc = strata_kclock_begin_tsc(k, &seq, page.rdtscp);
+	// Acquire: the page's fields after it (as strata_kclock_begin_how's).
+	const uint32_t seq = __atomic_load_n(&k->seq, __ATOMIC_ACQUIRE);
 	STRATA_WHOOK(STRATA_W_TSC_READ);
 	if (__builtin_expect(!open_busy_window(lc), 0)) // a consumer closes the lane: locked path
 		return leave_window<Kind>(lc, r);
