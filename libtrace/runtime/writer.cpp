@@ -657,12 +657,14 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint
 // (docs/ring-buffer.md, "The fast path").
 //
 // Few values live across the TSC read (RDTSCP takes three registers): the
-// caller's arguments parked in r (reserve_general_parked), `depth` through
-// t_state (%fs-relative) and only before the read (an exit after it undoes
-// it out of line: leave_window), the slot's block (ThreadState::PerSlot)
-// as one value.  Each value fewer is a callee-saved register fewer to push
-// and pop: on the Intel Xeon measured, an event's instructions around the
-// fence do not overlap it, so each one counts (docs/benchmarks.md).  The
+// caller's arguments parked in r (reserve_general_parked), the slot's
+// block (ThreadState::PerSlot) as one value, the page; `depth` is taken
+// after the read, through t_state (%fs-relative; an exit after it undoes
+// it out of line: leave_window).  Each value fewer is a callee-saved
+// register fewer to push and pop: on the Intel Xeon measured, an event's
+// instructions around the fence did not overlap it, so each one counted
+// (docs/benchmarks.md); on the AMD EPYC what follows the read overlaps it,
+// and the loads before it count more than instructions (above).  The
 // thread's state is reached at its linear address, taken once (the empty
 // asm only hides where the pointer came from; it is the same object):
 // through t_state the compiler mixes %fs-relative accesses with a linear
