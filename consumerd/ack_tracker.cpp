@@ -173,6 +173,29 @@ void AckTracker::wait(uint64_t conn_id, uint32_t seq, int64_t timeout_ms)
 void AckTracker::forget(uint64_t conn_id)
 {
 	owed_.erase(conn_id);
+	// Its WAIT has nobody to answer (nor to carry its laggards over to).
+	pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+				      [&](const PendingReply &p) { return p.wait && p.conn_id == conn_id; }),
+		       pending_.end());
+}
+
+// A WAIT that timed out: the processes it still waited for are owed to the
+// connection's next WAIT, so that a second WAIT does not answer "acknowledged"
+// while one of them has not applied the change yet (a stopped process).
+void AckTracker::carry_over(const PendingReply &p)
+{
+	if (!p.wait || !p.conn_id || p.waiting.empty())
+		return;
+	Owed &o = owed_[p.conn_id];
+	bool kmod = false;
+	for (auto &w : p.waiting) {
+		uint64_t &g = o.unacked[w.first];
+		g = std::max(g, w.second);
+		const Proc *pr = procs_.find(w.first);
+		kmod = kmod || (pr && pr->kmod);
+	}
+	if (kmod)
+		o.kgens.insert(o.kgens.end(), p.kgens.begin(), p.kgens.end());
 }
 
 void AckTracker::acknowledge(pid_t pid, uint64_t registered_at)
@@ -226,6 +249,8 @@ std::vector<DueReply> AckTracker::due(bool all)
 			continue;
 		}
 		out.push_back(answer(p, procs_));
+		if (!all)
+			carry_over(p);
 		pending_.erase(pending_.begin() + static_cast<long>(i));
 	}
 	return out;

@@ -124,12 +124,14 @@ public:
 	void hold(PendingReply p);
 	// A version-2 controller was answered at once: its WAIT asks for `p`.
 	void owe(uint64_t conn_id, const PendingReply &p);
-	// WAIT from `conn_id`: held until what it owes is acknowledged.
+	// WAIT from `conn_id`: held until what it owes is acknowledged.  A WAIT
+	// that times out leaves its laggards owed to the next WAIT.
 	void wait(uint64_t conn_id, uint32_t seq, int64_t timeout_ms);
 	// The gate `id` opens once `p`'s processes acknowledged, or after
 	// timeout_ms (due() hands it back with DueReply::gate set).
 	void gate(uint64_t id, PendingReply p, int64_t timeout_ms);
-	// The controller `conn_id` closed: it owes nothing any more.
+	// The controller `conn_id` closed: it owes nothing any more, and its
+	// held WAIT is dropped.
 	void forget(uint64_t conn_id);
 	// `pid` applied every change up to `registered_at`.
 	void acknowledge(pid_t pid, uint64_t registered_at);
@@ -143,6 +145,7 @@ public:
 
 private:
 	void start_kwait(PendingReply &p);
+	void carry_over(const PendingReply &p);
 	void resignal(int64_t now);
 
 	struct Owed { // a version-2 controller's changes since its last WAIT
