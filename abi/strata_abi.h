@@ -61,12 +61,13 @@ typedef int64_t strata_s64;
 	3u /* 2: compact user records (STRATA_REC_COMPACT), owned/shared lanes;
 			     3: the consumer's own commit counters (ccommit) */
 #define STRATA_ABI_MINOR \
-	6u /* 3.1: block_timeout_ms in the buffer header;
+	7u /* 3.1: block_timeout_ms in the buffer header;
 	      3.2: a lane's `records` count in overwrite mode;
 	      3.3: block_timeouts in the buffer header;
 	      3.4: STRATA_BUF_RETIRED;
 	      3.5: a lane's writers_waiting;
-	      3.6: a lane's writer_cpu */
+	      3.6: a lane's writer_cpu;
+	      3.7: a lane's owner_discarded */
 
 /* ---- CTF packet and event layout (little-endian) -------------------------
  * Every sub-buffer is a complete CTF 1.8 packet.  Offsets from packet start. */
@@ -275,7 +276,13 @@ struct strata_lane_ctl {
 	 * "The daemon beside its writers"): any value is harmless. */
 	strata_u32 writer_cpu;
 	strata_u32 pad0a;
-	strata_u64 pad0b;
+	/* ABI 3.7: the discards of an owned lane's owners, added without a
+	 * locked instruction (as commit[]: only the owner adds, and its signal
+	 * handlers run before or after the one instruction); everyone else
+	 * (shared lanes, the consumer's cuts) adds to events_discarded with a
+	 * locked add.  The lane's count is the sum of the two, read one load
+	 * each.  Older producers leave it 0. */
+	strata_u64 owner_discarded;
 	strata_u64 consumed; /* consumer: next position to read */
 	/* ABI 3.5, blocking mode: writers sleeping on the low 32 bits of
 	 * `consumed` (FUTEX_WAIT, shared) for a sub-buffer; each adds 1 before

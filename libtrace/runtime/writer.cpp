@@ -23,7 +23,8 @@
  *                     instruction, so its own signal handlers cannot split
  *                     it, and no other thread or process adds there
  *   ccommit[i]        the consumer's closes only (atomic add)
- *   events_discarded  writers (atomic add)
+ *   events_discarded  writers of shared lanes and the consumer (atomic add)
+ *   owner_discarded   an owned lane's owner only (plain add, as commit[i])
  *   consumed          the consumer (store); writers load it
  *   packet header     the opener writes magic..timestamp_begin, seq, lane;
  *                     the closer writes timestamp_end, sizes, discarded:
@@ -104,9 +105,9 @@ namespace {
 // the nesting depth.  The depth overflow, a record no packet can hold, a
 // full ring.
 __attribute__((noinline, cold)) int reserve_discard(strata_lane_ctl *lc, ThreadState &t, uint32_t depth,
-						    bool fast)
+						    bool fast, bool owned)
 {
-	discard(lc);
+	discard(lc, owned);
 	if (fast)
 		busy_add(lc, false);
 	t.depth = depth;
@@ -809,7 +810,7 @@ int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot, si
 	const uint32_t lane = owned ? t.lane[slot] : shared_lane(ch, t.lane[slot]);
 	strata_lane_ctl *lc = &ch->lanes[lane];
 	if (__builtin_expect(t.depth >= kMaxDepth, 0))
-		return reserve_discard(lc, t, t.depth, false);
+		return reserve_discard(lc, t, t.depth, false, owned);
 	const uint32_t depth = t.depth++;
 	// Compiler-only: a signal handler on this thread sees depth+1 before we
 	// touch the lane.
@@ -829,7 +830,7 @@ int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot, si
 	if (__builtin_expect(size > S - STRATA_PACKET_HEADER_SIZE - 1 - STRATA_REC_EXTENDED_SIZE -
 					     STRATA_REC_SHARED_CTX_SIZE,
 			     0))
-		return reserve_discard(lc, t, depth, false);
+		return reserve_discard(lc, t, depth, false, owned);
 	const uint64_t narrow = id < STRATA_REC_EXTENDED_ID ? STRATA_REC_COMPACT_SIZE + ctx + size : wide;
 	const bool fast = owned && ch->fast_owner;
 	const bool unlocked = fast && open_busy_window(lc);
@@ -842,7 +843,7 @@ int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot, si
 	uint64_t head = __atomic_load_n(&lc->head, __ATOMIC_ACQUIRE);
 	STRATA_WHOOK(STRATA_W_HEAD_LOADED);
 	if (__builtin_expect((head & (S - 1)) == 0, 0) && ring_full_at(ch, lc, head, t))
-		return reserve_discard(lc, t, depth, fast);
+		return reserve_discard(lc, t, depth, fast, owned);
 	uint64_t now = clock_now(), taken = 0;
 	STRATA_WHOOK(STRATA_W_CLOCK_READ);
 	const uint64_t off = head & (S - 1);
@@ -859,7 +860,7 @@ int reserve_general(struct strata_reservation *r, uint32_t id, unsigned slot, si
 				       (taken && off + taken < S ? kReserveLost : 0);
 		const Reserved res = reserve_slow(ch, lane, t, slot, head, now, narrow, wide, flags);
 		if (res.taken == 0)
-			return reserve_discard(lc, t, depth, fast);
+			return reserve_discard(lc, t, depth, fast, owned);
 		head = res.pos;
 		now = res.now;
 		taken = res.taken;

@@ -464,6 +464,10 @@ TEST(Packets, PeekedPacketsStayTheReadersUntilReleased)
 	const uint64_t lost = s.reader->lane_discarded(0);
 	EXPECT_GT(lost, 0u);
 	EXPECT_LT(lost, 333u);
+	// The lane is the writer's own: its discards are its owner's count
+	// (ABI 3.7, unlocked), and the reader's count is the sum.
+	EXPECT_EQ(sc.lane(0)->owner_discarded, lost);
+	EXPECT_EQ(sc.lane(0)->events_discarded, 0u);
 	// Released: the three sub-buffers are the writers' again.
 	s.reader->release(0);
 	emit_recs(250);
