@@ -425,6 +425,10 @@ inline char *record_header(const LaneRef &l, unsigned slot, ThreadState &t, uint
 	std::atomic_signal_fence(std::memory_order_seq_cst);
 	__atomic_store_n(&t.per_slot[slot].last_ts, now, __ATOMIC_RELAXED);
 	char *rec = l.data + ring_off(l.ch, pos);
+	// Not in a shared lane: its writers on different CPUs would take the
+	// lines ahead from each other.
+	if (!l.shared)
+		prefetch_ahead(rec);
 	uint64_t hdr;
 	if (__builtin_expect(extended, 0)) {
 		rec[0] = (char)STRATA_REC_EXTENDED_ID;
@@ -482,6 +486,7 @@ inline void fast_reserved(struct strata_reservation *r, Channel *ch, strata_lane
 	std::atomic_signal_fence(std::memory_order_seq_cst);  // as record_header's
 	__atomic_store_n(&ps.last_ts, now, __ATOMIC_RELAXED); // see ThreadState::PerSlot
 	char *rec = ps.data + ring_off(ch, pos);
+	prefetch_ahead(rec);
 	const uint32_t w = id | (uint32_t)(now << 5);
 	memcpy(rec, &w, sizeof w);
 	r->rec = rec + STRATA_REC_COMPACT_SIZE;
@@ -502,6 +507,7 @@ inline bool fast_write(Channel *ch, strata_lane_ctl *lc, ThreadState::PerSlot &p
 	std::atomic_signal_fence(std::memory_order_seq_cst);  // as record_header's
 	__atomic_store_n(&ps.last_ts, now, __ATOMIC_RELAXED); // see ThreadState::PerSlot
 	char *rec = ps.data + ring_off(ch, pos);
+	prefetch_ahead(rec);
 	const uint32_t w = id | (uint32_t)(now << 5);
 	memcpy(rec, &w, sizeof w);
 	copy_payload(rec + STRATA_REC_COMPACT_SIZE, payload, bytes - STRATA_REC_COMPACT_SIZE);
