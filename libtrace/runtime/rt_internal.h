@@ -175,6 +175,7 @@ void retry_handoff(Channel *ch, uint64_t now);
 // by slots.cpp after the Channel and the buffer header are complete; loaded
 // with acquire by the writer (pairs with that store).
 extern std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
+extern bool g_prefetchw; // the CPU has PREFETCHW (writer.cpp; writer_lane.h, prefetch_ahead)
 // Registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED: the process's new
 // buffers are FAST_OWNER (slots.cpp).  Written by the constructor and in a
 // fork child only; the writer's fast path reads it as a hint before its TSC

@@ -43,6 +43,9 @@
 
 #include <climits>
 #include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "rt_internal.h"
 #include "writer_hooks.h"
@@ -58,6 +61,23 @@ STRATA_EXPORT void (*strata_test_writer_hook)(enum strata_writer_step) = nullptr
 namespace strata {
 
 std::atomic<Channel *> g_slots[STRATA_MAX_SLOTS];
+
+namespace {
+// CPUID 0x80000001 ECX bit 8 (PRFCHW, AMD's 3DNowPrefetch): PREFETCHW.
+bool cpu_has_prefetchw()
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a = 0, b = 0, c = 0, d = 0;
+	return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8));
+#else
+	return false;
+#endif
+}
+} // namespace
+
+// Written once at load (static initialisation; zero, i.e. PREFETCHT0, for
+// an event before it), read by every record after: prefetch_ahead.
+bool g_prefetchw = cpu_has_prefetchw();
 
 // initial-exec: one %fs-relative access, no __tls_get_addr call, no lazy
 // allocation (which would not be async-signal-safe).
