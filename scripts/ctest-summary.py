@@ -20,12 +20,28 @@ def reason(case):
     return lines[-1] if lines else ""
 
 
-def why_failed(case, most=12):
+def why_failed(case, most=16):
     out = case.findtext("system-out") or ""
     lines = [l.rstrip() for l in out.splitlines() if l.strip()]
     keys = ("FAIL", "ERROR", "Error", "error:", "WARNING: ThreadSanitizer", "ERROR: AddressSanitizer",
-            "SUMMARY:", "runtime error", "[  FAILED  ]", "Traceback", "Timeout", "timed out")
-    said = [l for l in lines if any(k in l for k in keys)]
+            "SUMMARY:", "runtime error", "Traceback", "Timeout", "timed out")
+    # gtest's progress lines name tests ("[ RUN      ] X.WaitTimeout..."),
+    # which would match the keys without saying anything; a gtest failure
+    # ("file.cpp:123: Failure") is said by the lines after it.
+    said, follow = [], 0
+    for l in lines:
+        progress = l.lstrip().startswith(("[ RUN", "[       OK", "[  SKIPPED"))
+        if l.endswith(": Failure"):
+            said.append(l)
+            follow = 4
+        elif follow and not progress:
+            said.append(l)
+            follow -= 1
+        elif not progress and any(k in l for k in keys):
+            said.append(l)
+            follow = 0
+        else:
+            follow = 0
     return (said or lines[-5:])[:most]
 
 
