@@ -5,11 +5,22 @@
 #include "stopping.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "log.h"
 
 namespace strata {
 namespace daemon_impl {
+
+int64_t stop_wait_ms()
+{
+	static const int64_t ms = [] {
+		const char *e = getenv("STRATA_TEST_STOP_WAIT_MS");
+		const long v = e && *e ? strtol(e, nullptr, 10) : 0L;
+		return v > 0 && v <= 60000 ? static_cast<int64_t>(v) : kStopWaitMs;
+	}();
+	return ms;
+}
 
 // STOP (destroy false) or DESTROY of the session `id`, answered to `c`
 // (null: nobody, an owner's end) once complete.
@@ -36,7 +47,7 @@ void Stopping::stop(uint64_t id, bool destroy, Conn *c, uint32_t seq)
 	}
 	PendingReply p = w.signalled;
 	const uint64_t g = stops_.wait(std::move(w));
-	p_.acks.gate(g, std::move(p), kStopWaitMs);
+	p_.acks.gate(g, std::move(p), stop_wait_ms());
 }
 
 // The processes a stop concerns (`a`: the session's, its companion's)
@@ -150,8 +161,8 @@ void Stopping::leave()
 	if (all.waiting.empty())
 		return;
 	INFO("exiting: waiting up to %lld ms for %zu process(es) to leave their sessions",
-	     static_cast<long long>(kStopWaitMs), all.waiting.size());
-	p_.acks.gate(stops_.wait(StopWait()), std::move(all), kStopWaitMs);
+	     static_cast<long long>(stop_wait_ms()), all.waiting.size());
+	p_.acks.gate(stops_.wait(StopWait()), std::move(all), stop_wait_ms());
 }
 
 } // namespace daemon_impl

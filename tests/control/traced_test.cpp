@@ -1457,10 +1457,31 @@ TEST_F(Traced, LostUpdateSignalIsSentAgainWhileAWaitHolds)
 	expect_exact(stop_and_scan(), 1, 100);
 }
 
+// The stop's bound for the process that does answer: 2 s (kStopWaitMs) in
+// a normal build; under a sanitizer 6 s (STRATA_TEST_STOP_WAIT_MS, set for
+// this fixture's daemon only), for the 2 s gate closed once on a CI machine
+// before the live process (TSan, a suite running beside it) was scheduled
+// to answer: the test took 19.4 s there against 2.8 s here.
+class TracedStopGate : public Traced {
+protected:
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+	static constexpr int64_t kGateMs = 6000;
+#else
+	static constexpr int64_t kGateMs = 2000;
+#endif
+	void SetUp() override
+	{
+		if (kGateMs != 2000)
+			setenv("STRATA_TEST_STOP_WAIT_MS", std::to_string(kGateMs).c_str(), 1);
+		Traced::SetUp();
+		unsetenv("STRATA_TEST_STOP_WAIT_MS");
+	}
+};
+
 // Protocol version 8 (docs/consumerd.md, "Stopping a session"): STOP is
 // answered once the signalled processes applied it, 2 s at most, naming one
 // that did not; the one that did left the session before its drain finished.
-TEST_F(Traced, StopWaitsBoundedForItsProcessesAndNamesTheSilentOne)
+TEST_F(TracedStopGate, StopWaitsBoundedForItsProcessesAndNamesTheSilentOne)
 {
 	EXPECT_GE(c.version(), proto::kStopsVersion);
 	ServeApp live, stopped;
@@ -1478,7 +1499,7 @@ TEST_F(Traced, StopWaitsBoundedForItsProcessesAndNamesTheSilentOne)
 	const int64_t t0 = proto::now_ms();
 	c.timeout_ms = 10000;
 	ASSERT_EQ(c.command(proto::Stop{"s"}, t), 0) << t;
-	EXPECT_GE(proto::now_ms() - t0, 2000); // the bound, on the daemon's clock
+	EXPECT_GE(proto::now_ms() - t0, kGateMs); // the bound, on the daemon's clock
 	EXPECT_NE(t.find("2 running process(es) signalled; not acknowledged in time by 1 of 2 process(es): " +
 			 std::to_string(stopped.pid) + " (frozen)"),
 		  std::string::npos)
