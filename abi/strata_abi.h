@@ -298,6 +298,19 @@ struct strata_lane_ctl {
 	strata_u64 ccommit[STRATA_MAX_SUBBUF]; /* cumulative bytes the consumer committed */
 };
 
+#ifndef __KERNEL__
+/* A lane's discarded events (ABI 3.7): the sum of its two counters, one
+ * relaxed load each, whoever reads it (the writers' closer, the consumer's
+ * close and final count, a process's last look).  Each counter only grows,
+ * so a sum read later than another is not smaller (coherence); it orders
+ * nothing else. */
+static inline strata_u64 strata_lane_discarded(struct strata_lane_ctl *lc)
+{
+	return __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&lc->owner_discarded, __ATOMIC_RELAXED);
+}
+#endif
+
 /* ---- Event descriptor table ---------------------------------------------
  * An append-only sequence of records, each starting 8-byte aligned:
  *   struct strata_desc_event, then n_fields struct strata_desc_field,

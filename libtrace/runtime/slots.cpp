@@ -71,8 +71,7 @@ void warn_unhanded(const Channel *ch)
 	for (uint32_t i = 0; i < ch->n_lanes; i++) {
 		// Relaxed: the process's last look at its own counters.
 		bytes += __atomic_load_n(&ch->lanes[i].head, __ATOMIC_RELAXED);
-		discarded += __atomic_load_n(&ch->lanes[i].events_discarded, __ATOMIC_RELAXED) +
-			     __atomic_load_n(&ch->lanes[i].owner_discarded, __ATOMIC_RELAXED);
+		discarded += strata_lane_discarded(&ch->lanes[i]);
 	}
 	char msg[160];
 	size_t n = 0;

@@ -459,8 +459,7 @@ inline void prefault_open(const Channel *ch, char *lane_data, uint64_t head)
 // sum too.
 inline uint64_t load_discarded(strata_lane_ctl *lc)
 {
-	return __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED) +
-	       __atomic_load_n(&lc->owner_discarded, __ATOMIC_RELAXED);
+	return strata_lane_discarded(lc);
 }
 
 // The closer of the packet at `start` (its close CAS won), with `discarded`

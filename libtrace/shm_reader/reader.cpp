@@ -243,11 +243,9 @@ uint64_t Reader::lane_discarded(uint32_t lane) const
 {
 	if (lane >= info_.n_lanes)
 		return 0;
-	// Acquire: pairs with nothing stronger than the writers' relaxed adds;
-	// read after the producer stopped, coherence gives the final value.
-	// The sum of the lane's two counters (strata_abi.h, owner_discarded).
-	return __atomic_load_n(&lane_ctl(lane)->events_discarded, __ATOMIC_ACQUIRE) +
-	       __atomic_load_n(&lane_ctl(lane)->owner_discarded, __ATOMIC_ACQUIRE);
+	// Read after the producer stopped: coherence gives the final value
+	// (the writers' adds are relaxed, so an acquire here paired with none).
+	return strata_lane_discarded(lane_ctl(lane));
 }
 
 uint32_t Reader::block_timeouts() const

@@ -311,10 +311,8 @@ uint64_t Reader::close_open_packet(LaneState &ls, strata_lane_ctl *lc)
 		// a count not smaller than ours.  Read after the CAS, a count
 		// could exceed the next packet's (writers open, fill and close
 		// it, then discard, while we are delayed).  What is discarded
-		// between this load and the CAS goes to the next packet.  The sum
-		// of the lane's two counters (strata_abi.h, owner_discarded).
-		const uint64_t disc = __atomic_load_n(&lc->events_discarded, __ATOMIC_RELAXED) +
-				      __atomic_load_n(&lc->owner_discarded, __ATOMIC_RELAXED);
+		// between this load and the CAS goes to the next packet.
+		const uint64_t disc = strata_lane_discarded(lc);
 		if (__atomic_compare_exchange_n(&lc->head, &head, start + S, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
 			// We are this packet's closer: the closing fields are ours,
