@@ -47,6 +47,8 @@ constexpr int kLateKeep = 8;
 // Answers to the peer's pings remembered for its RESULTs (Serve::pongs): a
 // train's 4 and the replaced pings', with room to spare.
 constexpr int kPongKeep = 32;
+// drain()'s reads (4 KiB each) at most, before a link is declared lost.
+constexpr int kDrainReads = 16;
 // A probe whose round trip exceeds this multiple of the least one seen (plus
 // kRttSlackNs) is not fed to the estimator: it is valid but loose, and the
 // hulls would drop it anyway (docs/clocks.md, "RTT filter").
@@ -443,6 +445,8 @@ void SyncLink::serve(int fd)
 // next one's time.  False: the link failed.
 bool SyncLink::probe(Serve &sv, int64_t t)
 {
+	if (out_seq_ && t - out_since_ > sv.lost_ns && !drain(sv))
+		return false;
 	if (out_seq_ && t - out_since_ > sv.lost_ns) {
 		end_train(sv); // what was answered before counts
 		std::lock_guard<std::mutex> g(mu_);
@@ -480,6 +484,23 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 	sv.next_probe += rate_.period();
 	if (sv.next_probe <= t)
 		sv.next_probe = t + rate_.period();
+	return true;
+}
+
+// Before the link is declared lost, what has arrived is read: this thread,
+// off its CPU for lost_ns (a loaded host), wakes to its peer's answers
+// waiting unread, and only a peer that said nothing is lost (its answer
+// read here is a slow probe, not fed).  At most kDrainReads reads, so a
+// peer that floods cannot hold the thread.  False: the link ended.
+bool SyncLink::drain(Serve &sv)
+{
+	for (int i = 0; i < kDrainReads && out_seq_; i++) {
+		pollfd p{sv.fd, POLLIN, 0};
+		if (poll(&p, 1, 0) <= 0 || (p.revents & (POLLIN | POLLHUP)) != POLLIN)
+			return true;
+		if (!read_frames(sv))
+			return false;
+	}
 	return true;
 }
 

@@ -165,6 +165,7 @@ private:
 	void serve(int fd);
 	struct Serve;
 	bool probe(Serve &sv, int64_t t);
+	bool drain(Serve &sv); // false: the link ended
 	bool send_ping(Serve &sv);
 	bool end_train(Serve &sv); // true: a slow probe in it, probe now
 	void end_spin(Serve &sv);

@@ -7,7 +7,8 @@
  * talking through a relay that delays one direction: probes in trains, and
  * a link whose answers come later than a probe's replacement still up;
  * and a scripted reference whose probe, answered before a step and told
- * after it, starts no segment.
+ * after it, starts no segment, and whose answers, waiting while the link's
+ * thread is stalled past 2 s, keep the link up.
  */
 #include <gtest/gtest.h>
 
@@ -709,9 +710,38 @@ TEST(SyncLinkTrains, AnswersLaterThanTheReplacementKeepTheLinkUp)
 // of its own and, later, that probe's RESULT (as a reference's train end
 // does).  Its stamps are CLOCK_MONOTONIC; the link's are g_step ahead.
 std::atomic<int64_t> g_step{0}; // relaxed: a clock offset read by the link
+
+// A stall of the link's thread (off its CPU on a loaded host) while its
+// peer's answer arrives: the reference holds a ping's answer and arms
+// g_stall_at; the link's clock, at that many calls later, has the answer
+// written (g_answer_now, release: pairs with the reference's acquire
+// exchange; the reference's release store of false pairs with the wait's
+// acquire load), then both ends' time moves on by kStallNs (g_stall,
+// relaxed: written by the stalled call alone, before it returns).
+constexpr int64_t kStallNs = 2500000000; // past the 2 s that declares a link lost
+std::atomic<int64_t> g_stall{0};
+std::atomic<int> g_stall_at{0}, g_stalls{0}; // g_stalls: relaxed, a count read by the test
+std::atomic<bool> g_answer_now{false};
+uint64_t ref_ns()
+{
+	return mono_ns() + static_cast<uint64_t>(g_stall.load(std::memory_order_relaxed));
+}
+void stall()
+{
+	g_answer_now.store(true, std::memory_order_release);
+	for (int i = 0; i < 20000 && g_answer_now.load(std::memory_order_acquire); i++)
+		usleep(1000); // the reference's thread polls every ms
+	g_stall.fetch_add(kStallNs, std::memory_order_relaxed);
+	g_stalls.fetch_add(1, std::memory_order_relaxed);
+}
 uint64_t stepped_ns()
 {
-	return mono_ns() + static_cast<uint64_t>(g_step.load(std::memory_order_relaxed));
+	// acq_rel: the armed count read once by one of the calls (the test's
+	// status reads call it too).
+	if (g_stall_at.load(std::memory_order_acquire) > 0 &&
+	    g_stall_at.fetch_sub(1, std::memory_order_acq_rel) == 1)
+		stall();
+	return ref_ns() + static_cast<uint64_t>(g_step.load(std::memory_order_relaxed));
 }
 
 class ScriptedReference {
@@ -740,6 +770,14 @@ public:
 	}
 	// Acquire: pairs with run()'s release store once the answer came.
 	bool answered() const { return answered_.load(std::memory_order_acquire); }
+	// The link's next ping: its answer held until the link's clock, at the
+	// `calls`-th call after the ping came, stalls (stall()).  Release:
+	// pairs with on_frame()'s acquire exchange.
+	void stall_on_next_ping(int calls)
+	{
+		stall_calls_ = calls;
+		want_stall_.store(true, std::memory_order_release);
+	}
 
 private:
 	void put(int fd, const SyncFrame &f)
@@ -753,7 +791,7 @@ private:
 	{
 		mine_.type = kSyncPing;
 		mine_.seq = 7777;
-		mine_.t1 = static_cast<int64_t>(mono_ns());
+		mine_.t1 = static_cast<int64_t>(ref_ns());
 		put(fd, mine_);
 	}
 	void run()
@@ -774,12 +812,17 @@ private:
 				r.type = kSyncResult;
 				put(fd, r);
 			}
+			if (held_.type == kSyncPing && g_answer_now.load(std::memory_order_acquire)) {
+				answer(fd, held_, held_recv_);
+				held_.type = 0;
+				g_answer_now.store(false, std::memory_order_release);
+			}
 			pollfd p{fd, POLLIN, 0};
 			if (poll(&p, 1, 1) <= 0)
 				continue;
 			uint8_t buf[4096];
 			const ssize_t n = read(fd, buf, sizeof buf);
-			const int64_t t_recv = static_cast<int64_t>(mono_ns());
+			const int64_t t_recv = static_cast<int64_t>(ref_ns());
 			if (n <= 0)
 				break;
 			in.insert(in.end(), buf, buf + n);
@@ -794,6 +837,17 @@ private:
 		}
 		if (fd >= 0)
 			close(fd);
+	}
+	// The link's ping f, received at t_recv, answered now.
+	void answer(int fd, const SyncFrame &f, int64_t t_recv)
+	{
+		SyncFrame a;
+		a.type = kSyncPong;
+		a.seq = f.seq;
+		a.t1 = f.t1;
+		a.t2 = t_recv;
+		a.t3 = static_cast<int64_t>(ref_ns());
+		put(fd, a);
 	}
 	// run()'s: one frame from the link, received at t_recv.
 	void on_frame(int fd, const SyncFrame &f, int64_t t_recv)
@@ -811,18 +865,17 @@ private:
 			g_step.store(step_ns_, std::memory_order_relaxed);
 			probe_now(fd);
 			tell_result_ = true;
+		} else if (f.type == kSyncPing && held_.type == 0 &&
+			   want_stall_.exchange(false, std::memory_order_acquire)) {
+			held_ = f; // answered when the link's clock stalls
+			held_recv_ = t_recv;
+			g_stall_at.store(stall_calls_, std::memory_order_release);
 		} else if (f.type == kSyncPing) {
 			const bool first = t_recv - last_ping_ >= 50000000;
 			last_ping_ = t_recv;
 			if (first && stepping_ == 0 && want_step_.exchange(false, std::memory_order_acquire))
 				stepping_ = 1;
-			SyncFrame a;
-			a.type = kSyncPong;
-			a.seq = f.seq;
-			a.t1 = f.t1;
-			a.t2 = t_recv;
-			a.t3 = static_cast<int64_t>(mono_ns());
-			put(fd, a);
+			answer(fd, f, t_recv);
 		} else if (f.type == kSyncPong && f.seq == mine_.seq && f.t1 == mine_.t1) {
 			mine_.t2 = f.t2;
 			mine_.t3 = f.t3;
@@ -841,7 +894,11 @@ private:
 	bool ok_ = false, broken_ = false;
 	std::atomic<bool> stop_{false}; // relaxed: joined right after
 	std::atomic<bool> want_ping_{false}, want_result_{false}, answered_{false}, want_step_{false};
+	std::atomic<bool> want_stall_{false};
 	int64_t step_ns_ = 0; // written before want_step_'s release store
+	int stall_calls_ = 0; // and this before want_stall_'s
+	SyncFrame held_;      // run()'s: a ping whose answer waits for a stall (type 0: none)
+	int64_t held_recv_ = 0;
 	// run()'s own: this end's probe (t1..t3 and, in aux, t4), the last
 	// ping's receive, step_mid_train's progress (1: its ping answered, 2:
 	// stepped), a RESULT due on the probe's answer.
@@ -914,6 +971,7 @@ template <typename Script> Scripted run_scripted(uint64_t period_ns, Script scri
 		}
 	}
 	g_step.store(0, std::memory_order_relaxed);
+	g_stall.store(0, std::memory_order_relaxed);
 	unlink(path.c_str());
 	rmdir(dir);
 	return out;
@@ -964,6 +1022,31 @@ TEST(SyncLinkTrains, OneAnsweredBeforeAStepFedAfterStartsNoSegment)
 	});
 	EXPECT_NE(r.status.find(", 2 segments"), std::string::npos) << r.status;
 	EXPECT_EQ(r.segments, 2u) << r.status;
+}
+
+// The follower's link thread is off its CPU for 2.5 s (its clock stalls at
+// the 1st, 2nd or 3rd call after its ping came; both ends' time moves on)
+// while the reference's answer arrives: 12 times, it wakes to the answer
+// waiting unread.  A link whose peer answered is not lost: what has arrived
+// is read before a link is declared lost (a host's daemon on a loaded
+// machine said 'no answer for 2004 ms' in kernel.clock_vm_kernel, a
+// pre-flight of 2026-12-05, its peer's frames after the break from before it).
+TEST(SyncLinkStall, AnAnswerWaitingAfterAStallKeepsTheLinkUp)
+{
+	g_stalls.store(0, std::memory_order_relaxed);
+	g_stall_at.store(0, std::memory_order_relaxed);
+	const Scripted r = run_scripted(10 * 1000000, [](ScriptedReference &ref, SyncLink &fol) {
+		for (int i = 0; i < 12; i++) {
+			ref.stall_on_next_ping(1 + i % 3);
+			EXPECT_TRUE(eventually([&] {
+				return g_stalls.load(std::memory_order_relaxed) == i + 1;
+			})) << "stall "
+			    << i << ": " << fol.status_line();
+		}
+	});
+	EXPECT_EQ(g_stalls.load(std::memory_order_relaxed), 12);
+	EXPECT_EQ(r.status.find("lost"), std::string::npos) << r.status;
+	EXPECT_EQ(r.segments, 1u) << r.status;
 }
 
 } // namespace
