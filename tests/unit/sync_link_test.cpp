@@ -775,7 +775,7 @@ public:
 	// pairs with on_frame()'s acquire exchange.
 	void stall_on_next_ping(int calls)
 	{
-		stall_calls_ = calls;
+		stall_calls_.store(calls, std::memory_order_relaxed);
 		want_stall_.store(true, std::memory_order_release);
 	}
 
@@ -869,7 +869,8 @@ private:
 			   want_stall_.exchange(false, std::memory_order_acquire)) {
 			held_ = f; // answered when the link's clock stalls
 			held_recv_ = t_recv;
-			g_stall_at.store(stall_calls_, std::memory_order_release);
+			g_stall_at.store(stall_calls_.load(std::memory_order_relaxed),
+					 std::memory_order_release);
 		} else if (f.type == kSyncPing) {
 			const bool first = t_recv - last_ping_ >= 50000000;
 			last_ping_ = t_recv;
@@ -896,8 +897,10 @@ private:
 	std::atomic<bool> want_ping_{false}, want_result_{false}, answered_{false}, want_step_{false};
 	std::atomic<bool> want_stall_{false};
 	int64_t step_ns_ = 0; // written before want_step_'s release store
-	int stall_calls_ = 0; // and this before want_stall_'s
-	SyncFrame held_;      // run()'s: a ping whose answer waits for a stall (type 0: none)
+	// Before want_stall_'s release store; atomic, relaxed: the test sets the
+	// next stall's once it saw the last one counted (g_stalls, relaxed).
+	std::atomic<int> stall_calls_{0};
+	SyncFrame held_; // run()'s: a ping whose answer waits for a stall (type 0: none)
 	int64_t held_recv_ = 0;
 	// run()'s own: this end's probe (t1..t3 and, in aux, t4), the last
 	// ping's receive, step_mid_train's progress (1: its ping answered, 2:
