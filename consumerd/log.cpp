@@ -25,11 +25,18 @@ void logf(const char *fmt, ...)
 	fprintf(stderr, "strata-consumerd: %s\n", buf);
 }
 
-void delay_for_tests(const char *name)
+long test_ms(const char *name)
 {
 	const char *e = getenv(name);
-	const long ms = e && *e ? strtol(e, nullptr, 10) : 0L;
-	if (ms <= 0 || ms > 60000)
+	char *end = nullptr;
+	const long ms = e && *e ? strtol(e, &end, 10) : 0L;
+	return ms > 0 && ms <= 60000 && end && *end == '\0' ? ms : 0L;
+}
+
+void delay_for_tests(const char *name)
+{
+	const long ms = test_ms(name);
+	if (ms == 0)
 		return;
 	struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {

@@ -13,9 +13,11 @@ namespace daemon_impl {
 extern bool g_verbose;
 extern bool g_quiet;
 void logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-// Tests only: the calling thread sleeps as many ms as environment variable
-// `name` says (0 to 60000; unset, empty or out of range: not at all), a
-// daemon held up on a loaded machine at that point.
+// Tests only: the milliseconds environment variable `name` says, 1 to
+// 60000; 0 when it is unset, empty, not a number or out of that range.
+long test_ms(const char *name);
+// Tests only: the calling thread sleeps test_ms(name) ms (0: not at all),
+// a daemon held up on a loaded machine at that point.
 void delay_for_tests(const char *name);
 #define VLOG(...)                          \
 	do {                               \

@@ -5,7 +5,6 @@
 #include "stopping.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "log.h"
 
@@ -15,9 +14,8 @@ namespace daemon_impl {
 int64_t stop_wait_ms()
 {
 	static const int64_t ms = [] {
-		const char *e = getenv("STRATA_TEST_STOP_WAIT_MS");
-		const long v = e && *e ? strtol(e, nullptr, 10) : 0L;
-		return v > 0 && v <= 60000 ? static_cast<int64_t>(v) : kStopWaitMs;
+		const long v = test_ms("STRATA_TEST_STOP_WAIT_MS");
+		return v ? static_cast<int64_t>(v) : kStopWaitMs;
 	}();
 	return ms;
 }
