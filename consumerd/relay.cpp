@@ -284,6 +284,7 @@ bool RelayLink::send_bytes(int fd, const void *p, size_t n, const char *what, st
 {
 	const char *c = static_cast<const char *>(p);
 	const int64_t deadline = now_ms() + kIoTimeoutMs;
+	bool late = false;
 	while (n) {
 		ssize_t w = ::send(fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w > 0) {
@@ -295,12 +296,15 @@ bool RelayLink::send_bytes(int fd, const void *p, size_t n, const char *what, st
 			continue;
 		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			return fail(std::string("sending ") + what + ": " + strerror(errno), err);
+		// Past the deadline, one look without waiting: a thread kept off
+		// its CPU that long fails only if the socket is still not ready.
 		const int64_t left = deadline - now_ms();
 		struct pollfd pf = {fd, POLLOUT, 0};
-		if (left <= 0 || (poll(&pf, 1, static_cast<int>(left)) == 0))
+		if (late || poll(&pf, 1, left > 0 ? static_cast<int>(left) : 0) == 0)
 			return fail(std::string("sending ") + what + ": no progress in " +
 					    std::to_string(kIoTimeoutMs) + " ms",
 				    err);
+		late = left <= 0;
 	}
 	return true;
 }
@@ -309,6 +313,7 @@ bool RelayLink::recv_bytes(int fd, void *p, size_t n, const char *what, std::str
 {
 	char *c = static_cast<char *>(p);
 	const int64_t deadline = now_ms() + kIoTimeoutMs;
+	bool late = false;
 	while (n) {
 		ssize_t r = ::recv(fd, c, n, MSG_DONTWAIT);
 		if (r > 0) {
@@ -323,12 +328,13 @@ bool RelayLink::recv_bytes(int fd, void *p, size_t n, const char *what, std::str
 			continue;
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return fail(std::string("answer to ") + what + ": " + strerror(errno), err);
-		const int64_t left = deadline - now_ms();
+		const int64_t left = deadline - now_ms(); // as send_bytes'
 		struct pollfd pf = {fd, POLLIN, 0};
-		if (left <= 0 || (poll(&pf, 1, static_cast<int>(left)) == 0))
+		if (late || poll(&pf, 1, left > 0 ? static_cast<int>(left) : 0) == 0)
 			return fail(std::string("no answer to ") + what + " in " +
 					    std::to_string(kIoTimeoutMs) + " ms",
 				    err);
+		late = left <= 0;
 	}
 	return true;
 }
