@@ -53,7 +53,9 @@ public:
 	// A timer of add_timer's removed and closed.
 	void close_timer(int fd);
 	// One turn: wait up to timeout_ms (-1: no limit) and run the ready
-	// descriptors' handlers.  0, or -errno of epoll_wait (EINTR is 0).
+	// descriptors' handlers, every one ready by the end of the wait (more
+	// batches of 32 looked for without waiting, at most 64 batches).  0,
+	// or -errno of epoll_wait (EINTR is 0).
 	int turn(int timeout_ms);
 
 private:
