@@ -174,7 +174,8 @@ std::string PrivateDaemon::wait_ready(int fd)
 	while (got < 6) {
 		struct pollfd pf = {fd, POLLIN, 0};
 		int64_t left = deadline - proto::now_ms();
-		const int pr = left <= 0 ? 0 : poll(&pf, 1, static_cast<int>(left));
+		// Past the deadline, one look without waiting (as proto's waits).
+		const int pr = poll(&pf, 1, left <= 0 ? 0 : static_cast<int>(left));
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr == 0) {

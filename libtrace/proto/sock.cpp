@@ -86,19 +86,21 @@ std::vector<std::string> client_socket_paths()
 
 namespace {
 // Wait for `events` on fd until the deadline: 1 ready, 0 timeout, -errno.
+// Past the deadline, one look without waiting before the timeout: a thread
+// kept off its CPU past it (a loaded machine) finds what arrived meanwhile.
 int wait_fd(int fd, short events, int64_t deadline_ms)
 {
 	deadline_ms = resolve_deadline(deadline_ms);
 	for (;;) {
-		int64_t left = deadline_ms - now_ms();
-		if (left < 0)
-			return 0;
+		const int64_t left = deadline_ms - now_ms();
 		struct pollfd p = {fd, events, 0};
-		int r = poll(&p, 1, static_cast<int>(left > 60000 ? 60000 : left));
+		const int r = poll(&p, 1, static_cast<int>(left <= 0 ? 0 : left > 60000 ? 60000 : left));
 		if (r > 0)
 			return 1;
 		if (r < 0 && errno != EINTR)
 			return -errno;
+		if (r == 0 && left <= 0)
+			return 0;
 	}
 }
 

@@ -9,7 +9,9 @@
  * process from ever hanging on a stuck daemon.  A negative deadline -T is
  * relative: T ms from the call's first wait (resolve_deadline), so that a
  * call that never waits never reads the clock (a starting process would pay
- * the first touch of the clock's pages, docs/benchmarks.md).
+ * the first touch of the clock's pages, docs/benchmarks.md).  A wait whose
+ * deadline has passed still looks once without waiting: a thread kept off
+ * its CPU past it takes what arrived meanwhile instead of a timeout.
  */
 #ifndef STRATA_PROTO_SOCK_H
 #define STRATA_PROTO_SOCK_H

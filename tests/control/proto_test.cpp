@@ -6,16 +6,21 @@
  * decoder either rejects the input, or accepts it and re-encoding the
  * result gives back exactly the input bytes (the encoding is canonical).
  * The process side's allocation-free codec (proc_codec.h) is checked
- * against the full one in both directions, and fuzzed.
+ * against the full one in both directions, and fuzzed.  And the socket
+ * waits' deadlines (sock.h).
  */
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <random>
 
 #include "proto/proc_codec.h"
 #include "proto/proto.h"
+#include "proto/sock.h"
 
 using namespace strata::proto;
 
@@ -844,4 +849,27 @@ TEST(ProcCodec, GrantTableIsBelievedOnlyWhole)
 				ASSERT_LT(g.g[i].slot, kMaxSlots);
 		}
 	}
+}
+
+// A wait whose deadline passed before it began (its thread kept off its CPU
+// past it, a loaded machine) still looks once: what arrived meanwhile is
+// taken, not called a timeout; a socket with nothing to read times out at
+// once.  recv_all reads before it waits; wait_readable is the state
+// query's own wait (sync_query.cpp, await_answer).
+TEST(Sock, AWaitPastItsDeadlineLooksOnceBeforeTimingOut)
+{
+	int sv[2];
+	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	const int64_t passed = strata::proto::now_ms() - 5000;
+	EXPECT_EQ(strata::proto::wait_readable(sv[0], passed), 0) << "nothing to read: a timeout";
+	const char msg[4] = {'a', 'b', 'c', 'd'};
+	ASSERT_EQ(write(sv[1], msg, sizeof msg), (ssize_t)sizeof msg);
+	EXPECT_EQ(strata::proto::wait_readable(sv[0], passed), 1)
+		<< "an answer waiting, its deadline past: called a timeout without a look";
+	char got[4] = {};
+	EXPECT_EQ(strata::proto::recv_all(sv[0], got, sizeof got, nullptr, passed), 0);
+	EXPECT_EQ(memcmp(got, msg, sizeof msg), 0);
+	EXPECT_EQ(strata::proto::recv_all(sv[0], got, sizeof got, nullptr, passed), -ETIMEDOUT);
+	close(sv[0]);
+	close(sv[1]);
 }
