@@ -72,6 +72,9 @@ void scan_stream(int dfd, const char *name, Window &w, uint64_t &events, uint64_
 	// packets: their headers through a 1 MiB window, not a pread each;
 	// large ones (above kHeaderOnly): the header alone, not the payloads
 	// (copying a 215 MiB trace through the window took 49 of a 57 s stop).
+	// The first header alone too, before a packet's size is known: a
+	// window read first copied a whole 1 MiB packet into fresh pages (3 ms
+	// of `strata record`'s own CPU on a VM, where each fresh page traps).
 	constexpr uint64_t kHeaderOnly = 16 * 1024, kWindow = 1u << 20;
 	uint8_t *const win = w.reserve(std::max<uint64_t>(sizeof h, std::min(kWindow, size)));
 	uint64_t win_off = 0, win_len = 0, last_bytes = 0;
@@ -81,7 +84,7 @@ void scan_stream(int dfd, const char *name, Window &w, uint64_t &events, uint64_
 	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 	while (size - off >= sizeof h) {
 		if (off + sizeof h > win_off + win_len) {
-			const uint64_t want = last_bytes > kHeaderOnly ? sizeof h : kWindow;
+			const uint64_t want = first || last_bytes > kHeaderOnly ? sizeof h : kWindow;
 			const ssize_t n =
 				pread(fd, win, std::min<uint64_t>(want, size - off), static_cast<off_t>(off));
 			if (n < (ssize_t)sizeof h)
