@@ -268,7 +268,7 @@ bool Drain::drain_once()
 					continue;
 				}
 				memcpy(batch_ + len_now, &hdr, sizeof hdr);
-				memcpy(batch_ + len_now + sizeof hdr, body, len);
+				reader_->copy_out(body, len, batch_ + len_now + sizeof hdr);
 				if (release_early_) // not continued after a crash: the writers need it more
 					reader_->release(lane);
 				// The records, on our copy: what the producer changes in

@@ -172,6 +172,7 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 	r->base_ = (uint8_t *)p;
 	r->map_size_ = size;
 	r->make_fd_ = take_make_fd(fd); // -1: populate_ahead's read populate
+
 	BufferInfo &i = r->info_;
 	i.abi_major = h.abi_major;
 	i.abi_minor = h.abi_minor;
@@ -197,6 +198,8 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 	i.data_offset = h.data_offset;
 	i.lane_stride = h.lane_stride;
 	r->lanes_.resize(h.n_lanes);
+	// copy_out reads the file where first touches trap (reader_file.cpp).
+	r->read_by_file(file_reading_wanted());
 	for (uint32_t l = 0; l < h.n_lanes; l++) {
 		// Relaxed: a starting point only (a re-attaching consumer); the
 		// positions are validated against the commit counters anyway.
@@ -448,7 +451,7 @@ ReadStatus Reader::next_packet(uint32_t lane, std::vector<uint8_t> *out, std::st
 	if (st == ReadStatus::kPacket) {
 		out->resize(sizeof ph + n);
 		memcpy(out->data(), &ph, sizeof ph);
-		memcpy(out->data() + sizeof ph, body, n);
+		copy_out(body, n, out->data() + sizeof ph);
 		std::string cut;
 		out->resize(check_records(lane, out->data(), out->size(), &cut));
 		if (!cut.empty())
@@ -486,6 +489,10 @@ void Reader::map_ahead(uint32_t lane, LaneState &ls, uint64_t upto)
 	upto = upto > stride ? stride : (upto + kPage - 1) & ~(kPage - 1);
 	if (ls.mapped >= upto)
 		return;
+	if (by_file_) { // copy_out reads the file: our mapping's pages are not touched
+		ls.mapped = upto;
+		return;
+	}
 	// Lap 0: positions are offsets into the lane's data.
 	uint8_t *const p = const_cast<uint8_t *>(subbuf_at(lane, 0)) + ls.mapped;
 	const uint64_t n = upto - ls.mapped;
@@ -551,7 +558,9 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 	if (make_fd_ >= 0) {
 		if (fallocate(make_fd_, 0, (off_t)(p - base_), (off_t)n) == 0) {
 			stats_.ahead_allocated += n;
-			made = madvise(p, n, kMadvPopulateWrite) == 0;
+			// Mapped here only for map_ahead, which copy_out's file
+			// reads do without.
+			made = by_file_ || madvise(p, n, kMadvPopulateWrite) == 0;
 		} else {
 			drop_make_fd(&make_fd_);
 		}
@@ -639,7 +648,7 @@ ReadStatus Reader::peek_packet(uint32_t lane, strata_packet_header *hdr, const u
 		*err = "lane " + std::to_string(lane) + ": commit counter beyond its sub-buffer; skipped";
 		stats_.corrupt_packets++;
 	} else {
-		memcpy(hdr, sb, sizeof *hdr); // validate a private copy, never the live header
+		copy_out(sb, sizeof *hdr, (uint8_t *)hdr); // validate a private copy, never the live header
 		// Lap 0 only: its content's pages (a close of ours ended it where
 		// its writers were), bounded by the sub-buffer whatever it says.
 		const uint64_t content = std::min<uint64_t>(S, hdr->content_size / 8);

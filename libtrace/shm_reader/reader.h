@@ -91,6 +91,9 @@ struct ReaderStats {
 	uint64_t cut_short = 0;          // our closes cut at the last committed record (cut_short)
 	uint64_t bad_loss_counts = 0;    // a lane's final events_discarded out of bounds: ignored
 	uint64_t ahead_allocated = 0;    // bytes populate_ahead allocated with fallocate
+	uint64_t file_read = 0;          // bytes copy_out read from the buffer's file (pread)
+	uint64_t file_short = 0;         // bytes past the buffer's file's end (a producer
+					 // truncated it): zeros in the copy, cut by its walk
 };
 
 class Reader {
@@ -126,6 +129,22 @@ public:
 	// writers until release(lane): write the body out before.  Successive
 	// calls return successive packets; release(lane) frees them all, the
 	// skipped ones too.
+	// The n bytes at `src` (a body peek_packet returned, or any range of
+	// the mapping) into dst: read from the buffer's file where the first
+	// touch of a page in our mapping traps (a VM whose hypervisor shadows
+	// the guest's page tables: 5-6 us a page there, pread 0.3-0.5 us;
+	// docs/consumerd.md, "Reading the ring by its file"), else copied from
+	// the mapping.  The same hostile bytes either way.
+	void copy_out(const uint8_t *src, size_t n, uint8_t *dst);
+	// True while copy_out reads the file (it stops after kFileLaps laps of
+	// the buffer's data: from then on, the mapping's first touches cost
+	// less than the file's reads still would).
+	bool reads_by_file() const { return by_file_; }
+	static constexpr uint64_t kFileLaps = 32;
+	// Choose for this Reader, whatever the probe said (tests, tools): on
+	// (where its buffer's file is at hand) for another kFileLaps laps, or off.
+	void read_by_file(bool on);
+
 	ReadStatus peek_packet(uint32_t lane, strata_packet_header *hdr, const uint8_t **body,
 			       size_t *body_len, std::string *err);
 	void release(uint32_t lane);
@@ -388,6 +407,7 @@ private:
 	uint64_t header_only_content() const; // content_size (bits) of a packet without records
 	uint64_t loss_bound(const LaneState &ls, uint64_t ts) const;
 	void map_ahead(uint32_t lane, LaneState &ls, uint64_t upto);
+	static bool file_reading_wanted(); // reader_file.cpp: the probe's answer
 	bool lane_busy(const LaneState &ls, uint64_t head) const;
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;
 	const uint8_t *subbuf_at(uint32_t lane, uint64_t pos) const;
@@ -416,6 +436,10 @@ private:
 	// our own: attach's caller may close its); -1 once it failed there, or
 	// where kMaxMakeFds Readers of this process held one (reader.cpp).
 	int make_fd_ = -1;
+	// copy_out reads make_fd_ (first touches trap here: reader.cpp's
+	// probe, or STRATA_READ_BY_FILE), until file_left_ bytes were read.
+	bool by_file_ = false;
+	uint64_t file_left_ = 0;
 };
 
 } // namespace strata

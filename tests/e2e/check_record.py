@@ -11,7 +11,11 @@ Scenarios:
              timestamps non-decreasing per stream, `babeltrace2 DIR` exits 0
              with an empty stderr.
   blocking   the discard scenario's tiny buffers with --blocking: the full
-             scenario's oracle (every event exactly once, 0 discarded).
+             scenario's oracle (every event exactly once, 0 discarded); the
+             daemon copies out of its mapping (STRATA_READ_BY_FILE=0).
+  blocking_file  the same, the daemon reading the rings by their files
+             (STRATA_READ_BY_FILE=1) for their first 32 laps, then its
+             mapping: both ways and the switch within one run.
   discard    tiny buffers in discard mode: recorded + discarded == emitted
              exactly (discarded = sum of bt2 discarded-events counts).
   overwrite  tiny buffers in overwrite mode: the last event of each thread is
@@ -46,6 +50,10 @@ from strata_testlib import Checks, readers_agree  # noqa: E402
 check = Checks(quiet=True)
 
 
+# The daemon's environment beyond the test's own (a scenario's choice).
+DAEMON_ENV = {}
+
+
 def record(strata, demo, out, record_opts, demo_opts, expect_ok=True):
     """Run `strata record`; return its CompletedProcess."""
     shutil.rmtree(out, ignore_errors=True)
@@ -53,7 +61,8 @@ def record(strata, demo, out, record_opts, demo_opts, expect_ok=True):
     print("+", " ".join(cmd), flush=True)
     # No daemon of the machine's (an installed one running): record starts
     # its own, whose reports on stderr the scenarios read (hermetic).
-    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(os.path.dirname(out), "no-daemon.sock"))
+    env = dict(os.environ, STRATA_CONSUMERD_SOCKET=os.path.join(os.path.dirname(out), "no-daemon.sock"),
+               **DAEMON_ENV)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr)
@@ -188,11 +197,17 @@ def scenario_full(strata, demo, work, n=int(os.environ.get("STRATA_RECORD_EVENTS
     check(b.stderr == "", "babeltrace2 prints nothing on stderr (got %r)" % b.stderr[:2000])
 
 
-def scenario_blocking(strata, demo, work):
+def scenario_blocking(strata, demo, work, by_file="0"):
     # The `discard` scenario's tiny buffers (it loses events there), blocking:
     # the writers wait for the consumer, so the `full` oracle holds exactly.
+    # 50,000 events a thread are hundreds of laps of a lane's 8 KiB.
+    DAEMON_ENV["STRATA_READ_BY_FILE"] = by_file
     scenario_full(strata, demo, work, n=50000,
                   opts=("--blocking=10000", "--subbuf-size", "4096", "--subbuf-count", "2"))
+
+
+def scenario_blocking_file(strata, demo, work):
+    scenario_blocking(strata, demo, work, by_file="1")
 
 
 def scenario_discard(strata, demo, work):

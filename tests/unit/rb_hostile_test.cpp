@@ -18,6 +18,7 @@ STRATA_EVENT(rbtest, digest, STRATA_LOGLEVEL_INFO, strata_array(uint8_t, d, 100)
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -478,6 +479,98 @@ TEST(Packets, PeekedPacketsStayTheReadersUntilReleased)
 	std::vector<Record> recs;
 	ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
 	EXPECT_GT(recs.size(), 0u);
+}
+
+// Reading the ring by its file (copy_out, docs/consumerd.md "Reading the
+// ring by its file"): the same bytes as the mapping, the header and the
+// body; counted; then, after kFileLaps laps of the buffer's data read so,
+// the mapping again (the ski rental's end), still the same bytes.
+TEST(Packets, ReadByFileGivesTheMappingsBytesThenTheMapping)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	s.reader->read_by_file(true);
+	ASSERT_TRUE(s.reader->reads_by_file());
+	emit_recs(585); // 3 complete packets, one open
+	Scribbler sc(s.fd);
+	const auto &h = *sc.hdr();
+	using RS = strata::ReadStatus;
+	strata_packet_header ph;
+	const uint8_t *body = nullptr;
+	size_t len = 0;
+	std::string err;
+	ASSERT_EQ(RS::kPacket, s.reader->peek_packet(0, &ph, &body, &len, &err)) << err;
+	EXPECT_EQ(ph.packet_seq_num, 0u);
+	const uint8_t *sb = sc.base + h.data_offset;
+	std::vector<uint8_t> got(len), want(sb + sizeof ph, sb + sizeof ph + len);
+	s.reader->copy_out(body, len, got.data());
+	EXPECT_EQ(got, want);
+	EXPECT_EQ(s.reader->stats().file_read, sizeof ph + len); // the header was read so too
+	EXPECT_EQ(s.reader->stats().file_short, 0u);
+	// The rest of the budget: kFileLaps laps of the data of every lane (the
+	// owned one and the shared ones), 4 x 4 KiB each.
+	const uint64_t budget = strata::Reader::kFileLaps * h.n_lanes * h.lane_stride;
+	uint64_t read = s.reader->stats().file_read;
+	int copies = 0;
+	while (s.reader->reads_by_file() && copies++ < 100000) {
+		std::fill(got.begin(), got.end(), 0);
+		s.reader->copy_out(body, len, got.data());
+		ASSERT_EQ(got, want);
+		read += len;
+	}
+	EXPECT_FALSE(s.reader->reads_by_file());
+	EXPECT_EQ(s.reader->stats().file_read, read);
+	EXPECT_GE(read, budget);
+	EXPECT_LT(read, budget + len);
+	// From the mapping now: the same bytes, not counted as read by file.
+	std::fill(got.begin(), got.end(), 0);
+	s.reader->copy_out(body, len, got.data());
+	EXPECT_EQ(got, want);
+	EXPECT_EQ(s.reader->stats().file_read, read);
+	// And the next packets read whole and valid.
+	s.reader->release(0);
+	std::vector<uint8_t> pkt;
+	ASSERT_EQ(RS::kPacket, s.reader->next_packet(0, &pkt, &err)) << err;
+	std::vector<Record> recs;
+	ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
+	EXPECT_GT(recs.size(), 0u);
+}
+
+// A buffer file cut short under the reader (a producer's unsealed file):
+// read by file, the bytes past the end are zeros, counted, and nothing
+// faults, where a copy out of the mapping there would take a SIGBUS.
+TEST(Packets, ReadByFilePastATruncatedEndGivesZeros)
+{
+	Slot s(0, config(STRATA_MODE_DISCARD, 1, 4, 4096), {rule("rbtest:rec")});
+	ASSERT_TRUE(s.reader);
+	emit_recs(200); // the first packet complete, the second open
+	// An unsealed copy of the buffer, which the test may cut.
+	const off_t size = lseek(s.fd, 0, SEEK_END);
+	std::vector<uint8_t> bytes((size_t)size);
+	ASSERT_EQ((ssize_t)size, pread(s.fd, bytes.data(), bytes.size(), 0));
+	const int fd = memfd_create("rbtest-unsealed", MFD_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ((ssize_t)size, pwrite(fd, bytes.data(), bytes.size(), 0));
+	std::string err;
+	auto r = strata::Reader::attach(fd, &err);
+	ASSERT_TRUE(r) << err;
+	r->read_by_file(true);
+	strata_packet_header ph;
+	const uint8_t *body = nullptr;
+	size_t len = 0;
+	ASSERT_EQ(strata::ReadStatus::kPacket, r->peek_packet(0, &ph, &body, &len, &err)) << err;
+	ASSERT_GT(len, 1000u);
+	const auto *h = (const strata_buffer_header *)bytes.data();
+	const off_t body_off = (off_t)h->data_offset + (off_t)sizeof ph;
+	const size_t keep = 1000;
+	ASSERT_EQ(0, ftruncate(fd, body_off + (off_t)keep));
+	std::vector<uint8_t> got(len, 0xa5);
+	r->copy_out(body, len, got.data());
+	EXPECT_EQ(0, memcmp(got.data(), bytes.data() + body_off, keep));
+	EXPECT_TRUE(std::all_of(got.begin() + keep, got.end(), [](uint8_t b) { return b == 0; }));
+	EXPECT_EQ(r->stats().file_short, len - keep);
+	r.reset();
+	close(fd);
 }
 
 // Record bodies are checked on the reader's copy (check_records, issue 32):
