@@ -558,9 +558,11 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 	if (make_fd_ >= 0) {
 		if (fallocate(make_fd_, 0, (off_t)(p - base_), (off_t)n) == 0) {
 			stats_.ahead_allocated += n;
-			// Mapped here only for map_ahead, which copy_out's file
-			// reads do without.
-			made = by_file_ || madvise(p, n, kMadvPopulateWrite) == 0;
+			// Mapped here even where copy_out reads the file: the
+			// populate makes the pages up to date, which mincore then
+			// reports and the writer maps (map_made); fallocate's pages
+			// are not yet (measured: none of them resident).
+			made = madvise(p, n, kMadvPopulateWrite) == 0;
 		} else {
 			drop_make_fd(&make_fd_);
 		}

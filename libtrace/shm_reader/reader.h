@@ -137,10 +137,11 @@ public:
 	// the mapping.  The same hostile bytes either way.
 	void copy_out(const uint8_t *src, size_t n, uint8_t *dst);
 	// True while copy_out reads the file (it stops after kFileLaps laps of
-	// the buffer's data: from then on, the mapping's first touches cost
-	// less than the file's reads still would).
+	// the buffer's data, and a page of the mapping touched every
+	// kTouchShare read after them: from then on, the mapping's first
+	// touches cost less than the file's reads still would).
 	bool reads_by_file() const { return by_file_; }
-	static constexpr uint64_t kFileLaps = 32;
+	static constexpr uint64_t kFileLaps = 32, kTouchShare = 8;
 	// Choose for this Reader, whatever the probe said (tests, tools): on
 	// (where its buffer's file is at hand) for another kFileLaps laps, or off.
 	void read_by_file(bool on);
@@ -440,6 +441,8 @@ private:
 	// probe, or STRATA_READ_BY_FILE), until file_left_ bytes were read.
 	bool by_file_ = false;
 	uint64_t file_left_ = 0;
+	uint64_t touched_ = 0; // the mapping's pages touched after the budget, up to here
+	void touch_some(size_t n);
 };
 
 } // namespace strata
