@@ -33,6 +33,7 @@
 #include <new>
 
 #include "crash_reg.h"
+#include "huge_chunks.h"
 #include "rt_internal.h"
 #include "proto/proto.h"
 
@@ -247,6 +248,13 @@ int compute_geometry(const strata_channel_config *cfg, Geometry *g)
 	g->desc_offset = kPage;
 	g->lanes_offset = g->desc_offset + g->desc_capacity;
 	g->data_offset = round_up(g->lanes_offset + g->n_lanes * sizeof(strata_lane_ctl), kPage);
+	// Lanes of whole 2 MiB chunks start kHugeLead before a chunk boundary,
+	// so that a busy lane's first lap after its first 80 KiB is whole
+	// chunks the consumer can make as 2 MiB pages (huge_chunks.h); the
+	// file grows by at most 2 MiB of unwritten, unallocated bytes.
+	const uint64_t stride = (uint64_t)g->n_subbuf * g->subbuf_size;
+	if (stride % kHugeChunk == 0)
+		g->data_offset = round_up(g->data_offset + kHugeLead, kHugeChunk) - kHugeLead;
 	// At most 256 lanes x 64 x 64 MiB = 2^40: no overflow in 64 bits.
 	g->total = g->data_offset + (uint64_t)g->n_lanes * g->n_subbuf * g->subbuf_size;
 	return 0;
@@ -566,7 +574,7 @@ int make_buffer(Channel *ch, const strata_channel_config *cfg)
 	// unsealed buffer).
 	if (fd < 0 || ftruncate(fd, (off_t)g.total) != 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
-	    (base = mmap(nullptr, g.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+	    (base = map_chunk_aligned(g.total, PROT_READ | PROT_WRITE, fd)) == MAP_FAILED) {
 		rc = -errno;
 		if (fd >= 0)
 			close(fd);

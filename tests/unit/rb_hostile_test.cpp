@@ -25,6 +25,7 @@ STRATA_EVENT(rbtest, digest, STRATA_LOGLEVEL_INFO, strata_array(uint8_t, d, 100)
 #include "desc_rules.h"
 #include "rb_test_util.h"
 #include "tsan.h"
+#include "huge_chunks.h"
 #include "madv_populate.h"
 
 using namespace rbtest;
@@ -988,6 +989,69 @@ TEST_F(FirstLap, PagesAheadOfBusyLanesOnly)
 	EXPECT_EQ((stride - from7) / kPage, resident(sc, data + 7 * S, S));
 	EXPECT_EQ(0u, resident(sc, data + stride, stride)) << "the next lane untouched";
 	lc->head = real;
+}
+
+// A busy lane of whole 2 MiB chunks (huge_chunks.h): the writer places
+// each lane's byte kHugeLead on a chunk boundary, and the consumer makes
+// the chunks ahead of the writer as 2 MiB pages (MADV_COLLAPSE; 4 KiB
+// pages before the first one, as above).  The records the writer then
+// writes into them are read back whole.  A kernel that refuses the
+// collapse (before 6.1) leaves 4 KiB pages: then only the placement and
+// the small pages are checked.
+TEST(FirstLapHuge, WholeChunksAheadAreHugePages)
+{
+	constexpr uint64_t S = 512u << 10, kPage = 4096, stride = 8 * S;
+	Slot s{0, config(STRATA_MODE_DISCARD, 2, 8, S), {rule("rbtest:rec")}};
+	ASSERT_TRUE(s.reader);
+	Scribbler sc(s.fd);
+	const uint64_t data = sc.hdr()->data_offset;
+	EXPECT_EQ(0u, (data + strata::kHugeLead) % strata::kHugeChunk)
+		<< "lane 0's byte kHugeLead on a chunk boundary";
+	EXPECT_EQ(0u, stride % strata::kHugeChunk);
+	emit_recs(strata::Reader::kBusyBytes * 5 / 4 / 24);
+	const uint64_t head = s.reader->lane_position(0);
+	ASSERT_GE(head, strata::Reader::kBusyBytes);
+	ASSERT_LT(head, strata::kHugeLead - (16u << 10));
+	uint64_t budget = UINT64_MAX;
+	bool busy = false;
+	for (int turn = 0; turn < 8 && s.reader->populate_ahead(0, &budget, &busy); turn++)
+		budget = UINT64_MAX;
+	EXPECT_TRUE(busy);
+	// Small pages from the margin past the writer to the first chunk.
+	const uint64_t from = (head + (16u << 10) + kPage - 1) & ~(kPage - 1);
+	EXPECT_EQ((strata::kHugeLead - from) / kPage, resident(sc, data + from, strata::kHugeLead - from));
+	const uint64_t huge = s.reader->stats().ahead_huge;
+	if (huge == 0) {
+		EXPECT_EQ((2 * S - from) / kPage, resident(sc, data + from, 2 * S - from))
+			<< "refused: small pages";
+		GTEST_SKIP() << "MADV_COLLAPSE refused here: 4 KiB pages only";
+	}
+	// The sub-buffer after the writer's ends inside the first chunk; the
+	// chunk after it is made too, and no further.
+	EXPECT_EQ(2 * strata::kHugeChunk, huge);
+	EXPECT_EQ(2 * strata::kHugeChunk / kPage,
+		  resident(sc, data + strata::kHugeLead, 2 * strata::kHugeChunk));
+	EXPECT_EQ(0u, resident(sc, data + strata::kHugeLead + 2 * strata::kHugeChunk, S));
+	// The lane's last chunk holds the next lane's lead (kHugeLead): made
+	// with it while nobody wrote there; the rest of that lane untouched.
+	EXPECT_EQ(0u, resident(sc, data + stride + strata::kHugeLead, stride - strata::kHugeLead));
+	// The writer fills its sub-buffers in the huge pages; every record
+	// comes back in order.
+	const uint64_t n = (3 * S) / 24;
+	emit_recs(n);
+	std::vector<uint8_t> p;
+	std::string err;
+	uint64_t packets = 0, records = 0;
+	while (s.reader->next_packet(0, &p, &err) == strata::ReadStatus::kPacket) {
+		std::vector<Record> recs;
+		std::string msg;
+		ASSERT_TRUE(decode_packet(p, s.events, &recs, &msg)) << msg;
+		packets++;
+		records += recs.size();
+	}
+	EXPECT_EQ(3u, packets) << err;
+	EXPECT_GE(records, 3 * ((S - kPage) / 24)) << "whole packets";
+	EXPECT_EQ(0u, s.reader->stats().corrupt_packets);
 }
 
 // An idle lane read to its end (a stop's final drain, a live tick: our
