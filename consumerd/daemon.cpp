@@ -14,6 +14,7 @@
 #include <sys/signalfd.h>
 
 #include "proto/sock.h"
+#include "reader.h"
 #include "strata_abi.h"
 #include <cstdio>
 
@@ -343,6 +344,7 @@ int Daemon::run()
 	g_quiet = opt_.quiet;
 	if (!open_signals() || !listener_.open() || !start())
 		return 1;
+	Reader::file_reading_wanted(); // its probe now, not at a first attach
 	if (opt_.ready_fd >= 0) {
 		ssize_t w = write(opt_.ready_fd, "ready\n", 6);
 		(void)w;

@@ -13,10 +13,10 @@
  * (Reader::populate_ahead; docs/ring-buffer.md, "A busy writer's first
  * lap").  For the writer's mapping to take it by one PMD, its address and
  * the file offset must agree modulo 2 MiB: map_chunk_aligned.  For a
- * lane's first lap to be whole chunks after its first kBusyBytes, the
- * writer places the lane data so that each lane's byte kHugeLead sits on
- * a chunk boundary (compute_geometry), where the lane stride is a whole
- * number of chunks.  Everything here is a hint: a kernel or a file that
+ * lane's first lap to be whole chunks past its first few pages, the
+ * writer places the lane data so that each lane's byte huge_lead(S) sits
+ * on a chunk boundary (compute_geometry), where the lane stride is a
+ * whole number of chunks.  Everything here is a hint: a kernel or a file that
  * refuses leaves 4 KiB pages, as before.
  */
 #ifndef STRATA_HUGE_CHUNKS_H
@@ -28,12 +28,24 @@
 namespace strata {
 
 constexpr uint64_t kHugeChunk = 2u << 20;
-// A lane's bytes before its first chunk boundary: the busy mark (64 KiB,
-// Reader::kBusyBytes), the consumer's 16 KiB margin ahead of the writer,
-// and what a fast writer writes before the consumer's first looks find
-// it busy (0.1-0.4 ms: docs/ring-buffer.md).  An idle lane's few pages
-// stay 4 KiB pages.
-constexpr uint64_t kHugeLead = 256u << 10;
+// A lane's bytes before its first chunk boundary (S: the sub-buffer
+// size): an idle lane's few pages stay 4 KiB pages (the consumer's busy
+// mark is 64 KiB), and the first chunk starts at the second sub-buffer's
+// open, where the writer collapses it before writing into it
+// (collapse_ahead, writer_lane.h), or for sub-buffers past 512 KiB at 512
+// KiB: the consumer, which looks at a busy writer 0.3-4 ms after its first
+// records on the PVM guest, has made it by then in most runs, and the
+// writer's collapse at its second open maps it, or copies what it wrote
+// there.  Short runs on the PVM guest (8 x 1 MiB, 8 alternated rounds):
+// medians 36.9 / 40.3 / 47.2 ns an event with leads of 256 KiB / 512 KiB
+// / 1 MiB, the 256 KiB runs bimodal (33-40 or 48-74: the consumer late).
+constexpr uint64_t kHugeLeadMin = 128u << 10, kHugeLeadMax = 512u << 10;
+constexpr uint64_t huge_lead(uint64_t subbuf_size)
+{
+	return subbuf_size < kHugeLeadMin   ? kHugeLeadMin
+	       : subbuf_size > kHugeLeadMax ? kHugeLeadMax
+					    : subbuf_size;
+}
 
 #ifdef MADV_COLLAPSE
 constexpr int kMadvCollapse = MADV_COLLAPSE;

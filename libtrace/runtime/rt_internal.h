@@ -88,6 +88,7 @@ struct Channel {
 	uint32_t mode;
 	uint32_t stream_id;
 	bool fast_owner; // STRATA_BUF_FAST_OWNER: owners update head unlocked (writer.cpp)
+	bool huge_pages; // lap 0 collapses whole 2 MiB chunks (collapse_ahead; STRATA_HUGE_PAGES=0: no)
 	// What a fast-path reservation tags its channel pointer with in
 	// strata_reservation::lane (writer.cpp, kFastCommit | kFastRecords in
 	// overwrite mode); set with mode.

@@ -248,13 +248,13 @@ int compute_geometry(const strata_channel_config *cfg, Geometry *g)
 	g->desc_offset = kPage;
 	g->lanes_offset = g->desc_offset + g->desc_capacity;
 	g->data_offset = round_up(g->lanes_offset + g->n_lanes * sizeof(strata_lane_ctl), kPage);
-	// Lanes of whole 2 MiB chunks start kHugeLead before a chunk boundary,
-	// so that a busy lane's first lap after its first 80 KiB is whole
-	// chunks the consumer can make as 2 MiB pages (huge_chunks.h); the
-	// file grows by at most 2 MiB of unwritten, unallocated bytes.
-	const uint64_t stride = (uint64_t)g->n_subbuf * g->subbuf_size;
+	// Lanes of whole 2 MiB chunks start huge_lead(S) before a chunk
+	// boundary, so that a busy lane's first lap past its lead is whole
+	// chunks made as 2 MiB pages (huge_chunks.h); the file grows by at
+	// most 2 MiB of unwritten, unallocated bytes.
+	const uint64_t stride = (uint64_t)g->n_subbuf * g->subbuf_size, lead = huge_lead(g->subbuf_size);
 	if (stride % kHugeChunk == 0)
-		g->data_offset = round_up(g->data_offset + kHugeLead, kHugeChunk) - kHugeLead;
+		g->data_offset = round_up(g->data_offset + lead, kHugeChunk) - lead;
 	// At most 256 lanes x 64 x 64 MiB = 2^40: no overflow in 64 bits.
 	g->total = g->data_offset + (uint64_t)g->n_lanes * g->n_subbuf * g->subbuf_size;
 	return 0;
@@ -587,6 +587,8 @@ int make_buffer(Channel *ch, const strata_channel_config *cfg)
 	const uint64_t lanes_page = g.lanes_offset & ~(uint64_t)(kPage - 1);
 	madvise((char *)base + lanes_page, g.data_offset - lanes_page, kMadvPopulateWrite);
 	ch->fd = fd;
+	const char *huge = getenv("STRATA_HUGE_PAGES");
+	ch->huge_pages = !(huge && strcmp(huge, "0") == 0);
 	ch->base = (char *)base;
 	ch->total_size = g.total;
 	ch->hdr = (strata_buffer_header *)base;

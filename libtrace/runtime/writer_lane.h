@@ -11,12 +11,14 @@
 #ifndef STRATA_WRITER_LANE_H
 #define STRATA_WRITER_LANE_H
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/rseq.h>
 #include <unistd.h>
 
 #include <cstring>
 
+#include "huge_chunks.h"
 #include "rt_internal.h"
 #include "writer_hooks.h"
 
@@ -403,6 +405,38 @@ inline void prefault_first(const Channel *ch, char *lane_data)
 	madvise(lane_data, n, kMadvPopulateWrite);
 }
 
+// A busy lane's next 2 MiB chunks from the writer's side (huge_chunks.h):
+// at the lap-0 open of the sub-buffer at `head`, each chunk of the lane
+// whose start falls in it (in the first two sub-buffers, at the open of
+// the second) is collapsed into one huge page in our own mapping, where
+// the kernel then maps it by one PMD.  The consumer makes them ahead
+// (Reader::make_huge_chunk), but it looks at a busy lane 0.3-4 ms after
+// the writer's first records on the PVM guest, by which time a fast writer
+// may be in the first chunk already, writing it a 4 KiB page (and a trap)
+// at a time: the collapse then copies what is there, or only maps the
+// chunk the consumer made.  One page allocated first, as the consumer's
+// (an empty range is refused).  At a boundary, where a system call is
+// allowed; a refusal (an older kernel) leaves the populate below to do
+// as before.
+inline void collapse_ahead(const Channel *ch, char *lane_data, uint64_t head)
+{
+	const uint64_t S = ch->subbuf_size, stride = ch->lane_stride, lead = huge_lead(S);
+	const uintptr_t lane_off = static_cast<uintptr_t>(lane_data - ch->base);
+	if (!ch->huge_pages || stride % kHugeChunk != 0 ||
+	    reinterpret_cast<uintptr_t>(ch->base) % kHugeChunk != 0 || (lane_off + lead) % kHugeChunk != 0)
+		return;
+	const uint64_t lo = head == S ? 0 : head, hi = head + S;
+	uint64_t first = lead;
+	if (lo > lead)
+		first += (lo - lead + kHugeChunk - 1) & ~(kHugeChunk - 1);
+	uint64_t n = 0;
+	for (uint64_t x = first; x < hi && x < stride && lane_off + x + kHugeChunk <= ch->total_size;
+	     x += kHugeChunk, n++)
+		fallocate(ch->fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(lane_off + x), 4096);
+	if (n)
+		madvise(lane_data + first, n * kHugeChunk, kMadvCollapse);
+}
+
 // At the open of the packet at `head` (a boundary in lap 0): its whole
 // sub-buffer when its writers filled the previous packet (a busy lane).
 // One the consumer closed early (a stop's final drain, a live tick: at
@@ -420,6 +454,7 @@ inline void prefault_open(const Channel *ch, char *lane_data, uint64_t head)
 	// consumer's may not have written it yet: 0, no populate).
 	if (__atomic_load_n(&prev->content_size, __ATOMIC_RELAXED) / 8 < ch->subbuf_size / 2)
 		return;
+	collapse_ahead(ch, lane_data, head);
 	char *const p = lane_data + ring_off(ch, head);
 	const uint64_t S = ch->subbuf_size;
 	// Pages the consumer made are in the memfd but not in our page table

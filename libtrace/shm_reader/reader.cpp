@@ -579,20 +579,29 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 		return 0; // idle so far, or its first lap is over
 	*busy = true;
 	const uint64_t end = std::min(stride, (head & ~(S - 1)) + 2 * S);
-	const uint64_t from = std::max({ls.ahead, ls.mapped, (head + kMargin + kPage - 1) & ~(kPage - 1)});
+	uint64_t from = std::max({ls.ahead, ls.mapped, (head + kMargin + kPage - 1) & ~(kPage - 1)});
+	// A chunk refused (below) past the writer's sub-buffer is the writer's
+	// to collapse at its next open (collapse_ahead, writer_lane.h): pages
+	// made there meanwhile would only make that collapse copy them, or
+	// fail (EAGAIN) while we make them.
+	if (from >= ls.leave_from && from < ls.small_until)
+		from = ls.small_until;
 	// From the first chunk boundary of the file at or past `from`, whole
 	// chunks while they start before `end` or the chunk after it (made
 	// ahead of the writer's own populate at its packet's open): one huge
 	// page each, at most one a turn (kHugeCost, the whole budget).  Before
-	// it, and where a chunk is refused, 4 KiB pages up to `end`.
+	// it, and in a chunk refused, 4 KiB pages up to `end`.
 	const uint64_t lane_off = static_cast<uint64_t>(subbuf_at(lane, 0) - base_);
-	const uint64_t chunk = ((lane_off + from + kHugeChunk - 1) & ~(kHugeChunk - 1)) - lane_off;
-	const bool chunks = !huge_refused_ && !ls.no_huge && stride >= kHugeChunk &&
-			    chunk < end + kHugeChunk && chunk < stride;
+	const uint64_t chunk =
+		std::max(((lane_off + from + kHugeChunk - 1) & ~(kHugeChunk - 1)) - lane_off, ls.small_until);
+	const bool chunks =
+		!huge_refused_ && stride >= kHugeChunk && chunk < end + kHugeChunk && chunk < stride;
 	const uint64_t limit = chunks ? std::min(stride, chunk + kHugeChunk) : end;
 	if (from >= limit)
 		return 0;
-	const uint64_t small_end = chunks ? std::min(chunk, end) : end;
+	uint64_t small_end = chunks ? std::min(chunk, end) : end;
+	if (from < ls.leave_from && ls.leave_from < small_end)
+		small_end = ls.leave_from;
 	const uint64_t n = small_end > from ? std::min(small_end - from, *budget & ~(kPage - 1)) : 0;
 	if (n)
 		make_small(lane, from, n);
@@ -607,8 +616,12 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 		ls.ahead = limit;
 		return end + kHugeChunk > ls.ahead ? 1 : 0; // perhaps the next chunk
 	}
-	ls.no_huge = true; // refused: this lane's next pages are small ones
-	return end > ls.ahead ? end - ls.ahead : 0;
+	// Refused (the writer got there first, no memory): this chunk's pages
+	// up to the end of the writer's sub-buffer are small ones, the rest
+	// the writer's; the next chunk is asked for in its turn.
+	ls.small_until = chunk + kHugeChunk;
+	ls.leave_from = std::max(chunk, (head & ~(S - 1)) + S);
+	return end > ls.ahead ? end - ls.ahead : 1;
 }
 
 // Lap 0: positions are offsets into the lane's data.  The pages are

@@ -102,6 +102,12 @@ public:
 	// Maps the buffer (the fd may be closed afterwards).  nullptr and *err
 	// on a buffer that is not a valid strata buffer of this ABI major.
 	static std::unique_ptr<Reader> attach(int fd, std::string *err);
+	// Whether this process's readers read rings by their files
+	// (reader_file.cpp): the first call probes a first touch's cost (0.5-2
+	// ms on the PVM guest), so a daemon asks at start-up, before it says
+	// it is ready; asked first by an attach, the probe made a busy writer's
+	// first lap run 0.5-2 ms past the pages made ahead of it.
+	static bool file_reading_wanted();
 	~Reader();
 	Reader(const Reader &) = delete;
 	Reader &operator=(const Reader &) = delete;
@@ -354,10 +360,11 @@ public:
 
 private:
 	struct LaneState {
-		uint64_t rpos = 0;    // next position to read (private copy)
-		uint64_t mapped = 0;  // first lap: [0, mapped) populated in our mapping (map_ahead)
-		uint64_t ahead = 0;   // first lap: populated up to here ahead of the writer (populate_ahead)
-		bool no_huge = false; // a chunk of this lane was refused: 4 KiB pages from there
+		uint64_t rpos = 0;   // next position to read (private copy)
+		uint64_t mapped = 0; // first lap: [0, mapped) populated in our mapping (map_ahead)
+		uint64_t ahead = 0;  // first lap: populated up to here ahead of the writer (populate_ahead)
+		uint64_t small_until = 0; // a chunk refused: 4 KiB pages up to here (populate_ahead)
+		uint64_t leave_from = 0;  // ... but none made from here (the writer's collapse)
 		uint64_t closed_gap =
 			0; // first lap: bytes our closes cut off the packets they ended (lane_busy)
 		uint64_t last_ts_end = 0;
@@ -414,7 +421,6 @@ private:
 	uint64_t header_only_content() const; // content_size (bits) of a packet without records
 	uint64_t loss_bound(const LaneState &ls, uint64_t ts) const;
 	void map_ahead(uint32_t lane, LaneState &ls, uint64_t upto);
-	static bool file_reading_wanted(); // reader_file.cpp: the probe's answer
 	bool lane_busy(const LaneState &ls, uint64_t head) const;
 	bool make_huge_chunk(uint64_t off);
 	void make_small(uint32_t lane, uint64_t from, uint64_t n);

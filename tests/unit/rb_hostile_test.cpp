@@ -991,27 +991,56 @@ TEST_F(FirstLap, PagesAheadOfBusyLanesOnly)
 	lc->head = real;
 }
 
+// Lane 0 of a buffer of 2 lanes x n x S sub-buffers, for the 2 MiB-page
+// tests, and its packets read out (their count; *records, their records').
+struct HugeLane {
+	Slot s;
+	Scribbler sc;
+	uint64_t data;
+	HugeLane(uint64_t S, uint32_t n)
+	    : s{0, config(STRATA_MODE_DISCARD, 2, n, S), {rule("rbtest:rec")}}, sc(s.fd),
+	      data(sc.hdr()->data_offset)
+	{
+	}
+	uint64_t read_packets(uint64_t *records)
+	{
+		std::vector<uint8_t> p;
+		std::string err, msg;
+		uint64_t packets = 0;
+		*records = 0;
+		while (s.reader->next_packet(0, &p, &err) == strata::ReadStatus::kPacket) {
+			std::vector<Record> recs;
+			EXPECT_TRUE(decode_packet(p, s.events, &recs, &msg)) << msg;
+			packets++;
+			*records += recs.size();
+		}
+		EXPECT_EQ(0u, s.reader->stats().corrupt_packets) << err;
+		return packets;
+	}
+};
+
 // A busy lane of whole 2 MiB chunks (huge_chunks.h): the writer places
-// each lane's byte kHugeLead on a chunk boundary, and the consumer makes
-// the chunks ahead of the writer as 2 MiB pages (MADV_COLLAPSE; 4 KiB
-// pages before the first one, as above).  The records the writer then
+// each lane's byte huge_lead(S) on a chunk boundary, and the consumer
+// makes the chunks ahead of the writer as 2 MiB pages (MADV_COLLAPSE; 4
+// KiB pages before the first one, as above).  The records the writer then
 // writes into them are read back whole.  A kernel that refuses the
 // collapse (before 6.1) leaves 4 KiB pages: then only the placement and
 // the small pages are checked.
 TEST(FirstLapHuge, WholeChunksAheadAreHugePages)
 {
-	constexpr uint64_t S = 512u << 10, kPage = 4096, stride = 8 * S;
-	Slot s{0, config(STRATA_MODE_DISCARD, 2, 8, S), {rule("rbtest:rec")}};
-	ASSERT_TRUE(s.reader);
-	Scribbler sc(s.fd);
-	const uint64_t data = sc.hdr()->data_offset;
-	EXPECT_EQ(0u, (data + strata::kHugeLead) % strata::kHugeChunk)
-		<< "lane 0's byte kHugeLead on a chunk boundary";
-	EXPECT_EQ(0u, stride % strata::kHugeChunk);
+	constexpr uint64_t S = 512u << 10, kPage = 4096, stride = 8 * S, lead = strata::huge_lead(S);
+	constexpr uint64_t C = strata::kHugeChunk;
+	HugeLane h(S, 8);
+	ASSERT_TRUE(h.s.reader);
+	Slot &s = h.s;
+	const Scribbler &sc = h.sc;
+	const uint64_t data = h.data;
+	EXPECT_EQ(0u, (data + lead) % C) << "lane 0's byte huge_lead(S) on a chunk boundary";
+	EXPECT_EQ(0u, stride % C);
 	emit_recs(strata::Reader::kBusyBytes * 5 / 4 / 24);
 	const uint64_t head = s.reader->lane_position(0);
 	ASSERT_GE(head, strata::Reader::kBusyBytes);
-	ASSERT_LT(head, strata::kHugeLead - (16u << 10));
+	ASSERT_LT(head, lead - (16u << 10));
 	uint64_t budget = UINT64_MAX;
 	bool busy = false;
 	for (int turn = 0; turn < 8 && s.reader->populate_ahead(0, &budget, &busy); turn++)
@@ -1019,39 +1048,58 @@ TEST(FirstLapHuge, WholeChunksAheadAreHugePages)
 	EXPECT_TRUE(busy);
 	// Small pages from the margin past the writer to the first chunk.
 	const uint64_t from = (head + (16u << 10) + kPage - 1) & ~(kPage - 1);
-	EXPECT_EQ((strata::kHugeLead - from) / kPage, resident(sc, data + from, strata::kHugeLead - from));
+	EXPECT_EQ((lead - from) / kPage, resident(sc, data + from, lead - from));
 	const uint64_t huge = s.reader->stats().ahead_huge;
 	if (huge == 0) {
 		EXPECT_EQ((2 * S - from) / kPage, resident(sc, data + from, 2 * S - from))
 			<< "refused: small pages";
 		GTEST_SKIP() << "MADV_COLLAPSE refused here: 4 KiB pages only";
 	}
-	// The sub-buffer after the writer's ends inside the first chunk; the
-	// chunk after it is made too, and no further.
-	EXPECT_EQ(2 * strata::kHugeChunk, huge);
-	EXPECT_EQ(2 * strata::kHugeChunk / kPage,
-		  resident(sc, data + strata::kHugeLead, 2 * strata::kHugeChunk));
-	EXPECT_EQ(0u, resident(sc, data + strata::kHugeLead + 2 * strata::kHugeChunk, S));
-	// The lane's last chunk holds the next lane's lead (kHugeLead): made
-	// with it while nobody wrote there; the rest of that lane untouched.
-	EXPECT_EQ(0u, resident(sc, data + stride + strata::kHugeLead, stride - strata::kHugeLead));
+	// Up to the chunk after the one holding the end of the sub-buffer
+	// after the writer's, and no further.
+	EXPECT_EQ(2 * C, huge);
+	EXPECT_EQ(2 * C / kPage, resident(sc, data + lead, 2 * C));
+	EXPECT_EQ(0u, resident(sc, data + lead + 2 * C, S));
+	// The lane's last chunk holds the next lane's lead: made with it while
+	// nobody wrote there; the rest of that lane untouched.
+	EXPECT_EQ(0u, resident(sc, data + stride + lead, stride - lead));
 	// The writer fills its sub-buffers in the huge pages; every record
-	// comes back in order.
-	const uint64_t n = (3 * S) / 24;
-	emit_recs(n);
-	std::vector<uint8_t> p;
-	std::string err;
-	uint64_t packets = 0, records = 0;
-	while (s.reader->next_packet(0, &p, &err) == strata::ReadStatus::kPacket) {
-		std::vector<Record> recs;
-		std::string msg;
-		ASSERT_TRUE(decode_packet(p, s.events, &recs, &msg)) << msg;
-		packets++;
-		records += recs.size();
-	}
-	EXPECT_EQ(3u, packets) << err;
+	// comes back, in whole packets.
+	emit_recs((3 * S) / 24);
+	uint64_t records = 0;
+	EXPECT_EQ(3u, h.read_packets(&records));
 	EXPECT_GE(records, 3 * ((S - kPage) / 24)) << "whole packets";
-	EXPECT_EQ(0u, s.reader->stats().corrupt_packets);
+}
+
+// The writer's side (collapse_ahead): with no consumer making pages ahead
+// (a late one), a busy writer's lap-0 opens collapse the chunks starting in
+// their sub-buffers themselves, the first one at the second sub-buffer's
+// open, with what it wrote there kept; an idle lane's lead stays 4 KiB
+// pages.
+TEST(FirstLapHuge, TheWriterCollapsesItsChunksAtItsOpens)
+{
+	constexpr uint64_t S = 256u << 10, kPage = 4096, stride = 16 * S, lead = strata::huge_lead(S);
+	constexpr uint64_t C = strata::kHugeChunk;
+	HugeLane h(S, 16);
+	ASSERT_TRUE(h.s.reader);
+	const Scribbler &sc = h.sc;
+	const uint64_t data = h.data;
+	ASSERT_EQ(lead, S) << "the first chunk starts at the second sub-buffer";
+	ASSERT_EQ(0u, (data + lead) % C);
+	emit_recs((S - kPage) / 24); // the first sub-buffer, not yet its end
+	EXPECT_EQ(0u, resident(sc, data + lead, C)) << "nothing past the first sub-buffer yet";
+	emit_recs((S / 2) / 24); // into the second: its open collapsed the first chunk
+	const size_t made = resident(sc, data + lead, C);
+	if (made < C / kPage) {
+		EXPECT_EQ(made, S / kPage) << "refused: the second sub-buffer's pages only (prefault_open)";
+		GTEST_SKIP() << "MADV_COLLAPSE refused here: 4 KiB pages only";
+	}
+	EXPECT_EQ(0u, resident(sc, data + lead + C, stride - lead - C)) << "the next chunk at its own open";
+	emit_recs((8 * S) / 24); // into the sub-buffer where the second chunk starts (9 S)
+	EXPECT_EQ(C / kPage, resident(sc, data + lead + C, C));
+	uint64_t records = 0;
+	EXPECT_EQ(9u, h.read_packets(&records));
+	EXPECT_GE(records, 9 * ((S - kPage) / 24)) << "whole packets";
 }
 
 // An idle lane read to its end (a stop's final drain, a live tick: our
