@@ -23,6 +23,7 @@
 #define STRATA_HUGE_CHUNKS_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 namespace strata {
@@ -52,6 +53,14 @@ constexpr int kMadvCollapse = MADV_COLLAPSE;
 #else
 constexpr int kMadvCollapse = 25; // uapi value; glibc 2.36 lacks it
 #endif
+
+// STRATA_HUGE_PAGES=0 in the environment: 4 KiB pages only, on both
+// sides (the writer's collapse_ahead, the consumer's make_huge_chunk).
+inline bool huge_pages_off()
+{
+	const char *e = getenv("STRATA_HUGE_PAGES");
+	return e && e[0] == '0' && e[1] == 0;
+}
 
 // A shared mapping of [0, size) of `fd` at an address that is a multiple
 // of kHugeChunk (address space reserved 2 MiB larger, the file mapped

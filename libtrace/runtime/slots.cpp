@@ -587,8 +587,7 @@ int make_buffer(Channel *ch, const strata_channel_config *cfg)
 	const uint64_t lanes_page = g.lanes_offset & ~(uint64_t)(kPage - 1);
 	madvise((char *)base + lanes_page, g.data_offset - lanes_page, kMadvPopulateWrite);
 	ch->fd = fd;
-	const char *huge = getenv("STRATA_HUGE_PAGES");
-	ch->huge_pages = !(huge && strcmp(huge, "0") == 0);
+	ch->huge_pages = !huge_pages_off();
 	ch->base = (char *)base;
 	ch->total_size = g.total;
 	ch->hdr = (strata_buffer_header *)base;

@@ -173,9 +173,7 @@ std::unique_ptr<Reader> Reader::attach(int fd, std::string *err)
 	r->base_ = (uint8_t *)p;
 	r->map_size_ = size;
 	r->make_fd_ = take_make_fd(fd); // -1: populate_ahead's read populate
-	// STRATA_HUGE_PAGES=0: 4 KiB pages only (make_huge_chunk), as before.
-	const char *huge = getenv("STRATA_HUGE_PAGES");
-	r->huge_refused_ = huge && strcmp(huge, "0") == 0;
+	r->huge_refused_ = huge_pages_off();
 
 	BufferInfo &i = r->info_;
 	i.abi_major = h.abi_major;
@@ -531,10 +529,10 @@ bool Reader::lane_busy(const LaneState &ls, uint64_t head) const
 // copy them under their writer), one small page allocated first (the
 // kernel refuses to collapse an empty range; fallocate's page is not up
 // to date, so a writer's mincore does not see it and maps none of it
-// before the collapse), then MADV_COLLAPSE: 0.4-4 ms a chunk on the PVM
-// guest, the 512 pages' zeroing in fresh memory and the collapse's own
-// work, against 1 ms for 512 small pages' making and 2.5-8 ms of the
-// writer's traps at their first touch.  A kernel that
+// before the collapse), then MADV_COLLAPSE: 0.2-0.3 ms a chunk on the
+// PVM guest, at times 2-8 ms (fresh memory, lru_add_drain_all's wait for
+// every CPU), against 1 ms for 512 small pages' making and 2.5-8 ms of
+// the writer's traps at their first touch.  A kernel that
 // does not know it (EINVAL: before 6.1, or a file it cannot collapse, as
 // a kernel buffer) is not asked again; no memory (ENOMEM) or a page busy
 // (EAGAIN) leaves this chunk to 4 KiB pages.
