@@ -428,7 +428,7 @@ std::string find_consumerd()
 	return "";
 }
 
-int run_consumerd_repair(const std::string &dir, bool check_only)
+int run_consumerd_repair(const std::string &dir, bool check_only, bool mark_lost)
 {
 	const std::string exe = find_consumerd();
 	if (exe.empty())
@@ -442,7 +442,7 @@ int run_consumerd_repair(const std::string &dir, bool check_only)
 				dup2(null, 1);
 		}
 		execl(exe.c_str(), exe.c_str(), check_only ? "--check" : "--repair", dir.c_str(),
-		      (char *)nullptr);
+		      mark_lost ? "--mark-lost" : (char *)nullptr, (char *)nullptr);
 		_exit(127);
 	}
 	int st = 0;

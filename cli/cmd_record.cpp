@@ -238,9 +238,63 @@ Child spawn_command(const Record &rec, const std::string &sock, const struct sig
 	return c;
 }
 
+// How a process ended, for a message: "exited with status N" or "was
+// killed by signal N (NAME)".
+std::string how_ended(int st)
+{
+	char b[96];
+	if (WIFSIGNALED(st))
+		snprintf(b, sizeof b, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else
+		snprintf(b, sizeof b, "exited with status %d", WEXITSTATUS(st));
+	return b;
+}
+
+// Step 5b: wait for CMD.  A private daemon of ours that ends meanwhile (the
+// kernel's OOM killer, a crash) is started again on its socket, where it
+// takes the session up from the state the dead one kept (docs/crash.md,
+// "The daemon dies"): it re-attaches CMD's buffers, whose writers noticed
+// nothing and counted what they could not write meanwhile, so that the
+// trace goes on and its counts stay exact.  At most kRestarts times: a
+// daemon that keeps dying is left dead, and the trace repaired at the end.
+// Our children are CMD, that daemon and CMD's orphans (we are their
+// subreaper): one waitpid for any of them, so that the daemon's end wakes
+// us as CMD's does; an orphan reaped here had ended anyway.
+void wait_cmd_and_daemon(Child &c, PrivateDaemon &priv, const char *name)
+{
+	constexpr int kRestarts = 3;
+	for (;;) {
+		if (priv.pid <= 0 || priv.restarts >= kRestarts) {
+			while (waitpid(c.pid, &c.status, 0) < 0 && errno == EINTR) {
+			}
+			return;
+		}
+		int st;
+		const pid_t w = waitpid(-1, &st, 0);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w == c.pid || (w < 0 && errno == ECHILD)) {
+			if (w == c.pid)
+				c.status = st;
+			return;
+		}
+		if (w != priv.pid)
+			continue; // an orphan of CMD's
+		priv.pid = -1;
+		priv.restarts++;
+		fprintf(stderr,
+			"strata record: its daemon %s while %s ran: starting another to take the session "
+			"up\n",
+			how_ended(st).c_str(), name);
+		const std::string e = priv.restart();
+		if (!e.empty())
+			fprintf(stderr, "strata record: %s\n", e.c_str());
+	}
+}
+
 // Step 5b: wait for CMD and for what it left running.  record's exit status
 // so far: CMD's.
-int wait_command(Child &c, pid_t daemon, const char *name)
+int wait_command(Child &c, PrivateDaemon &priv, const char *name)
 {
 	if (c.early_signal) {
 		fprintf(stderr, "strata record: signal %d before %s started: not run\n", c.early_signal,
@@ -251,10 +305,9 @@ int wait_command(Child &c, pid_t daemon, const char *name)
 		fprintf(stderr, "strata record: fork: %s\n", strerror(c.fork_errno));
 		return cli::kFail;
 	}
-	while (waitpid(c.pid, &c.status, 0) < 0 && errno == EINTR) {
-	}
+	wait_cmd_and_daemon(c, priv, name);
 	g_child = 0;
-	follow_descendants(daemon, name);
+	follow_descendants(priv.pid, name);
 	return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
 }
 
@@ -278,10 +331,11 @@ int strata_cmd_record(int argc, char **argv)
 
 	const std::string sock = cl.path();
 	Child child = spawn_command(rec, sock, old_actions);
-	const int exit_code = wait_command(child, priv.pid, rec.command[0]);
+	const int exit_code = wait_command(child, priv, rec.command[0]);
 
 	// The signals stay caught (see on_signal) while the trace is completed.
 	if (!child.early_signal)
-		rejoin_daemon(cl, sock, rec.create.session, priv.pid > 0);
+		rejoin_daemon(cl, sock, rec.create.session, priv.pid > 0 || priv.restarts > 0,
+			      priv.restarts > 0);
 	return finish(cl, priv, rec, child, exit_code);
 }

@@ -67,7 +67,7 @@ std::string find_library(const std::string &file);
 std::string find_consumerd();
 // `strata-consumerd --repair DIR` (check_only: --check DIR, which changes
 // nothing and exits 3 when a stream file is torn).  The exit status, or -1.
-int run_consumerd_repair(const std::string &dir, bool check_only);
+int run_consumerd_repair(const std::string &dir, bool check_only, bool mark_lost = false);
 // After a trace could not be read: if stream files under dir end inside a
 // packet (a consumer killed while writing), say so and how to repair.
 void hint_torn(const char *cmd, const std::string &dir);
@@ -155,7 +155,10 @@ TraceLoss trace_loss(const std::string &dir);
 // "nothing discarded", or "N event(s) and M packet(s) discarded (...); most
 // by COMM-PID-DATE (n event(s), m packet(s)), ..." (the three worst); then
 // "; N stream file(s) damaged, ..." when a walk met damage.
-std::string loss_summary(const TraceLoss &loss);
+// `why`: the cause the summary names for what was discarded.
+std::string
+loss_summary(const TraceLoss &loss,
+	     const char *why = "the ring buffers were full: larger --subbuf-size or --subbuf-count");
 
 // Send a request whose answer is of type `expected` (LIST, STATUS) over a
 // fresh connection `cl`; on any error print it and return kFail.

@@ -54,14 +54,19 @@ struct Record {
 struct PrivateDaemon {
 	pid_t pid = -1;
 	std::string dir, socket;
+	int restarts = 0; // started again after it died while CMD ran
 
 	// Start it and wait (bounded) until it listens.  "" or an error text.
 	std::string start();
+	// Another on the same socket, after this one died: it takes the
+	// sessions up from the state the dead one kept.  "" or an error text.
+	std::string restart();
 	void stop();
 	~PrivateDaemon() { stop(); }
 
 private:
 	std::string make_dir();
+	std::string spawn(const std::string &exe);
 	[[noreturn]] void exec_daemon(const std::string &exe, pid_t parent, const int p[2]);
 	static std::string wait_ready(int fd);
 };
@@ -85,7 +90,8 @@ int prepare(Record &r);
 bool open_daemon(CtlClient &cl, PrivateDaemon &priv);
 bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec);
 // After CMD: the session found again if the daemon was replaced meanwhile.
-void rejoin_daemon(CtlClient &cl, const std::string &sock, const std::string &session, bool private_daemon);
+void rejoin_daemon(CtlClient &cl, const std::string &sock, const std::string &session, bool private_daemon,
+		   bool private_restarted);
 
 // Step 6 (record_report.cpp): complete the trace (stop, destroy, the
 // private daemon's end) and say where it is and what was lost.  The exit

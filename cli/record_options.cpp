@@ -318,7 +318,8 @@ int parse_args(int argc, char **argv, Record &r)
 			  "(its process tree), not those of other programs the daemon serves, unless\n"
 			  "--all-processes.  Kernel events (-e 'kernel:...') are the whole machine's.\n"
 			  "Uses the running strata-consumerd if one answers, else starts a private one\n"
-			  "for the duration of CMD.  CMD must link libstrata and tp-sync or tp-async\n"
+			  "for the duration of CMD (and another that takes the session up if it dies\n"
+			  "meanwhile).  CMD must link libstrata and tp-sync or tp-async\n"
 			  "(Strata::tp_sync, Strata::tp_async), or be given a library with --preload.",
 			  more.c_str(),
 			  "Exit status: CMD's (128+N if killed by signal N), whatever was discarded (the\n"

@@ -172,7 +172,7 @@ bool tell_problems(const std::string &stopped)
 // is removed rather than left behind (rmdir: only an empty one), so that a
 // working directory does not fill with empty strata-record-*; one that was
 // there before is the user's, and stays.
-void tell_where(const Record &rec, const std::string &stopped)
+void tell_where(const Record &rec, const std::string &stopped, bool complete)
 {
 	const proto::Create &create = rec.create;
 	const char *dir = create.output_dir.c_str();
@@ -184,6 +184,21 @@ void tell_where(const Record &rec, const std::string &stopped)
 		const size_t b = d == std::string::npos ? d : stopped.rfind("; ", d);
 		if (b != std::string::npos)
 			fprintf(stderr, "strata record: %s\n", stopped.substr(b + 2, d + 10 - b - 2).c_str());
+		return;
+	}
+	if (has_subtrace(create.output_dir) && !complete) {
+		// The daemon ended before the stop: what the processes recorded
+		// after its last write was neither written nor counted, so the
+		// trace's own counts are not the run's.
+		fprintf(stderr,
+			"strata record: trace written to %s, cut short: its daemon ended before the stop, "
+			"and "
+			"what was recorded after its last write is neither in the trace nor counted\n"
+			"strata record: in what the trace holds: %s\n",
+			dir,
+			cli::loss_summary(cli::trace_loss(create.output_dir),
+					  "full rings, and each lane's end where the daemon died")
+				.c_str());
 		return;
 	}
 	if (has_subtrace(create.output_dir)) {
@@ -242,14 +257,18 @@ int finish(CtlClient &cl, PrivateDaemon &priv, const Record &rec, const Child &c
 		// The daemon is gone (killed?): a write it was in may have left a
 		// stream file ending inside a packet, which babeltrace2 refuses
 		// whole.  Cut every stream file back to its last whole packet.
+		// Our own daemon has no successor that could continue the trace
+		// (its socket is gone): each lane then ends with a
+		// discarded-packets mark, so that the trace itself says what
+		// record says below (what was recorded after is lost, uncounted).
 		fprintf(stderr, "strata record: the daemon did not answer STOP; %s\n",
-			cli::run_consumerd_repair(create.output_dir, false) == 0
+			cli::run_consumerd_repair(create.output_dir, false, !priv.dir.empty()) == 0
 				? "trace repaired (torn packets cut)"
 				: "could not repair the trace");
 		if (exit_code == 0)
 			exit_code = cli::kFail;
 	}
-	tell_where(rec, stopped);
+	tell_where(rec, stopped, r >= 0);
 	return exit_code;
 }
 

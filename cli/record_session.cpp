@@ -88,6 +88,20 @@ std::string PrivateDaemon::start()
 	std::string e = make_dir();
 	if (!e.empty())
 		return e;
+	return spawn(exe);
+}
+
+std::string PrivateDaemon::restart()
+{
+	std::string exe = cli::find_consumerd();
+	if (exe.empty() || socket.empty())
+		return "strata-consumerd is no longer found next to strata or in PATH";
+	return spawn(exe);
+}
+
+// The daemon `exe` on `socket`, waited for until it listens.
+std::string PrivateDaemon::spawn(const std::string &exe)
+{
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return std::string("pipe: ") + strerror(errno);
@@ -195,6 +209,21 @@ std::string PrivateDaemon::wait_ready(int fd)
 	return "";
 }
 
+// The daemon's files in `d` (named after its socket), the state
+// directory's too, and `d` if that empties it.
+static void remove_files(const std::string &d)
+{
+	DIR *dp = opendir(d.c_str());
+	if (!dp)
+		return;
+	while (const struct dirent *e = readdir(dp))
+		if (strncmp(e->d_name, "consumerd.sock", 14) == 0 || strstr(e->d_name, ".session"))
+			if (unlinkat(dirfd(dp), e->d_name, 0) < 0)
+				unlinkat(dirfd(dp), e->d_name, AT_REMOVEDIR);
+	closedir(dp);
+	rmdir(d.c_str());
+}
+
 void PrivateDaemon::stop()
 {
 	if (pid > 0) {
@@ -203,6 +232,15 @@ void PrivateDaemon::stop()
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
 		}
 		pid = -1;
+	}
+	if (!dir.empty()) {
+		// What its clean exit removes, left by one that died (nothing
+		// took its place, or the last one we started died too): ours to
+		// remove, the files beside its socket and the state it kept for a
+		// successor (sessions that end with us), so that the directory
+		// goes too.
+		remove_files(dir + "/consumerd.sock.state");
+		remove_files(dir);
 	}
 	if (!socket.empty())
 		unlink(socket.c_str());
@@ -296,17 +334,19 @@ bool start_session(CtlClient &cl, PrivateDaemon &priv, Record &rec)
 // Restart= takes to start the next one); the new daemon watches our pid
 // meanwhile, as the owner.  Nothing found: the STOP that follows fails and
 // the trace is repaired, as before.  A private daemon of ours that died
-// has no successor: no wait.
-void rejoin_daemon(CtlClient &cl, const std::string &sock, const std::string &session, bool private_daemon)
+// has no other successor than the one we started (wait_command): one look,
+// it is listening already.
+void rejoin_daemon(CtlClient &cl, const std::string &sock, const std::string &session, bool private_daemon,
+		   bool private_restarted)
 {
 	proto::Message m;
 	std::string err;
 	if (cl.call(proto::Status{session}, m, err) == 0)
 		return;
-	if (private_daemon)
+	if (private_daemon && !private_restarted)
 		return;
-	const int64_t deadline = proto::now_ms() + 10000;
-	while (proto::now_ms() < deadline) {
+	const int64_t deadline = proto::now_ms() + (private_daemon ? 0 : 10000);
+	for (bool first = true; first || proto::now_ms() < deadline; first = false) {
 		if (cl.open(sock, err) == 0 && cl.call(proto::Status{session}, m, err) == 0 &&
 		    m.type() == proto::Type::StatusReply &&
 		    !std::get<proto::StatusReply>(m.body).sessions.empty()) {

@@ -166,7 +166,7 @@ TraceLoss trace_loss(const std::string &dir)
 	return loss;
 }
 
-std::string loss_summary(const TraceLoss &loss)
+std::string loss_summary(const TraceLoss &loss, const char *why)
 {
 	std::string damage;
 	if (loss.damaged_files)
@@ -175,9 +175,8 @@ std::string loss_summary(const TraceLoss &loss)
 			 "; `strata check` names it)";
 	if (!loss.events && !loss.packets)
 		return "nothing discarded" + damage;
-	std::string s =
-		std::to_string(loss.events) + " event(s) and " + std::to_string(loss.packets) +
-		" packet(s) discarded (the ring buffers were full: larger --subbuf-size or --subbuf-count)";
+	std::string s = std::to_string(loss.events) + " event(s) and " + std::to_string(loss.packets) +
+			" packet(s) discarded (" + why + ")";
 	const size_t worst = std::min<size_t>(loss.subs.size(), 3);
 	for (size_t k = 0; k < worst; k++) {
 		const TraceLoss::Sub &x = loss.subs[k];

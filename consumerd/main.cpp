@@ -15,6 +15,7 @@
 #include "options.h"
 #include "sched_policy.h"
 #include "recover.h"
+#include "reattach.h"
 #include "repair.h"
 #include "sync_link.h"
 
@@ -26,7 +27,7 @@ const cli::Command kDaemon = {
 	"",
 	"[--socket PATH] [--ready-fd N] [--adopt-early] [-q] [-v]\n"
 	" [--sync NAME=SPEC]... [--sync-guest NAME=SPEC]... [--sync-period MS]\n"
-	"--repair DIR | --check DIR\n"
+	"--repair DIR [--mark-lost] | --check DIR\n"
 	"--recover IMAGE -o DIR [--at PADDR]\n"
 	"--version",
 	"Receives traced processes' buffers and writes CTF traces.",
@@ -44,7 +45,7 @@ const cli::Command kDaemon = {
 struct Args {
 	DaemonOptions opt;
 	std::string repair;
-	bool check_only = false, version = false;
+	bool check_only = false, version = false, mark_lost = false;
 };
 
 // --sync (follower) or --sync-guest: NAME=SPEC, checked now.
@@ -103,6 +104,11 @@ std::vector<cli::Option> daemon_options(Args &a)
 		cli::text("repair", 0, "DIR", "a directory",
 			  "truncate every torn stream file under DIR to its last whole packet, then exit",
 			  a.repair),
+		cli::flag(
+			"mark-lost", 0,
+			"(with --repair) end each lane of each sub-trace under DIR with a discarded-packets "
+			"mark: its daemon died with no successor, what it held is lost and not counted",
+			a.mark_lost),
 		cli::custom("check", 0, "DIR", "a directory",
 			    "list the torn stream files under DIR, change nothing; exit 3 if there is one",
 			    [&a](const char *v) {
@@ -122,7 +128,7 @@ std::vector<cli::Option> daemon_options(Args &a)
 	};
 }
 
-int repair_main(const std::string &dir, bool check_only)
+int repair_main(const std::string &dir, bool check_only, bool mark_lost)
 {
 	strata::RepairStats s = strata::repair_tree(dir, check_only);
 	printf("%llu stream file(s) examined, %llu %s, %llu byte(s) %s, %llu error(s)",
@@ -132,8 +138,13 @@ int repair_main(const std::string &dir, bool check_only)
 	if (s.damaged)
 		printf(", %llu damaged inside and left as they are (strata check names the damage)",
 		       static_cast<unsigned long long>(s.damaged));
+	std::string err;
+	if (mark_lost && !check_only)
+		printf(", %u lane(s) marked as cut short", strata::mark_lost_tree(dir, err));
 	printf("\n");
-	if (s.errors)
+	if (!err.empty())
+		fprintf(stderr, "strata-consumerd: %s", err.c_str());
+	if (s.errors || !err.empty())
 		return 1;
 	return check_only && s.repaired ? 3 : 0;
 }
@@ -174,7 +185,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!a.repair.empty())
-		return repair_main(a.repair, a.check_only);
+		return repair_main(a.repair, a.check_only, a.mark_lost);
 	raise_nofile();
 	strata::short_slice(); // the control thread: answers registrations sooner under load
 	return strata::run_daemon(a.opt);

@@ -237,4 +237,56 @@ unsigned mark_lost_tail(const std::string &dir, const uint8_t uuid[16], std::str
 	return marked;
 }
 
+namespace {
+// The uuid of the sub-trace in `dir`: its first stream file's first
+// packet's.  False where none has a packet.
+bool subtrace_uuid(const std::string &dir, uint8_t uuid[16])
+{
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return false;
+	bool found = false;
+	while (struct dirent *e = readdir(d)) {
+		if (e->d_type != DT_REG || e->d_name[0] == '.' || !strchr(e->d_name, '_'))
+			continue;
+		const int fd = open((dir + "/" + e->d_name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		strata_packet_header ph;
+		found = fd >= 0 && pread(fd, &ph, sizeof ph, 0) == static_cast<ssize_t>(sizeof ph) &&
+			ph.magic == STRATA_CTF_MAGIC;
+		if (fd >= 0)
+			close(fd);
+		if (found) {
+			memcpy(uuid, ph.uuid, 16);
+			break;
+		}
+	}
+	closedir(d);
+	return found;
+}
+} // namespace
+
+unsigned mark_lost_tree(const std::string &dir, std::string &err)
+{
+	unsigned marked = 0;
+	struct stat st;
+	uint8_t uuid[16];
+	if (stat((dir + "/metadata").c_str(), &st) == 0 && subtrace_uuid(dir, uuid)) {
+		std::string e;
+		marked += mark_lost_tail(dir, uuid, e);
+		if (!e.empty())
+			err += e + "\n";
+	}
+	DIR *d = opendir(dir.c_str());
+	if (!d)
+		return marked;
+	std::vector<std::string> subs;
+	while (struct dirent *e = readdir(d))
+		if (e->d_type == DT_DIR && e->d_name[0] != '.' && strcmp(e->d_name, "index") != 0)
+			subs.push_back(dir + "/" + e->d_name);
+	closedir(d);
+	for (const std::string &s : subs)
+		marked += mark_lost_tree(s, err);
+	return marked;
+}
+
 } // namespace strata

@@ -53,5 +53,12 @@ bool stream_tail(const std::string &path, const uint8_t uuid[16], PacketTail &ta
 // (0 with `err` on a failure; files are repaired, never torn).
 unsigned mark_lost_tail(const std::string &dir, const uint8_t uuid[16], std::string &err);
 
+// mark_lost_tail for every sub-trace under `dir` (a directory that holds
+// a metadata file), its uuid read from its first stream file's first
+// packet: for a trace whose daemon died with no successor (`strata
+// record`'s, `--repair DIR --mark-lost`).  The lanes marked; failures
+// appended to `err`, one a line.
+unsigned mark_lost_tree(const std::string &dir, std::string &err);
+
 } // namespace strata
 #endif

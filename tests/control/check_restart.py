@@ -26,7 +26,11 @@ Modes: `session` (strata create/start, 10 kills), `blocking` (the same
 with --blocking), `record` (`strata record` runs the app: its session is
 owned by record's connection; the daemon is killed and restarted while
 record waits for the app, record finds its daemon again to stop the
-session, and exits with the app's status 0), `record_killed` (record is
+session, and exits with the app's status 0), `record_private` (the same
+with the private daemon record starts where none answers: record sees it
+die, starts another on its socket, which takes the session up, and says
+so), `record_private_gone` (its daemon killed a fourth time: record
+says the trace is cut short and exits 1), `record_killed` (record is
 killed with SIGKILL while no daemon runs: the next daemon finds the
 session's owner gone and ends the session at once, as the closed
 connection would have: the trace is complete up to there and readable,
@@ -88,6 +92,25 @@ def n_buffers(strata, env, session):
     n_buffers.last = p.stdout + p.stderr  # said when a wait fails
     m = re.search(r"recorded: (\d+) buffer", p.stdout)
     return int(m.group(1)) if p.returncode == 0 and m else -1
+
+
+def private_daemon(rec_pid):
+    """(pid, socket) of the strata-consumerd `strata record` (rec_pid)
+    started as its child, or None."""
+    try:
+        with open("/proc/%d/task/%d/children" % (rec_pid, rec_pid)) as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        return None
+    for k in kids:
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"strata-consumerd") and b"--socket" in argv:
+            return k, argv[argv.index(b"--socket") + 1].decode()
+    return None
 
 
 def stream_files(out):
@@ -187,12 +210,59 @@ def record_killed(a, check, d, rec, state, env, sock, out, session, events, phas
     check.finish()
 
 
+def replaced(rec_pid, old):
+    """record (rec_pid) runs a private daemon other than `old`."""
+    p = private_daemon(rec_pid)
+    return p is not None and p[0] != old
+
+
+def gone(pid):
+    """The process has ended (a zombie, or reaped)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def record_private_gone(a, check, rec, state, env, out, session, phases):
+    """The `record_private_gone` mode: record's private daemon killed once
+    more than record starts another (3): record then repairs the trace and
+    says that it is cut short, since the events written after the last
+    daemon's last packet are neither in it nor counted (the app's rings of
+    4 x 4 KiB cannot hold the phases left, so recorded + discarded <
+    emitted in the trace: the oracle of the words)."""
+    for k in range(4):
+        old = private_daemon(rec.pid)[0]
+        os.kill(old, signal.SIGKILL)
+        if k < 3:
+            wait_for(lambda: replaced(rec.pid, old),
+                     "record's next daemon after kill %d" % (k + 1), 60)
+            wait_for(lambda: n_buffers(a.strata, env, session) == 1, "the buffer taken up again", 60)
+    wait_for(lambda: gone(old), "the last daemon dead", 60)
+    state.allow(phases)
+    _, e = rec.communicate(timeout=120)
+    check(rec.returncode == 1, "strata record exits 1 (got %d)" % rec.returncode)
+    check(e.count("starting another to take the session up") == 3, "three daemons started again, said")
+    check("cut short: its daemon ended before the stop" in e and "in what the trace holds: " in e,
+          "strata record says the trace is cut short (%s)" % [l for l in e.splitlines() if "trace" in l][-2:])
+    check(not os.path.exists(os.path.dirname(env["STRATA_CONSUMERD_SOCKET"])), "the private daemon's directory is gone")
+    rc, errors = bt_errors(out)
+    check(rc == 0 and not errors, "babeltrace2 reads the repaired trace with no error (status %d, %s)" % (rc, errors[:2]))
+    recorded, discarded, _, _ = scan(out, a.events or 2000 * phases, check, (0,), a.threads)
+    emitted = a.threads * (a.events or 2000 * phases)
+    check(recorded + discarded < emitted, "recorded %d + discarded %d < emitted %d: what the trace cannot count" %
+          (recorded, discarded, emitted))
+    check.finish()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", required=True)
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
-    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_killed", "proc_killed", "proc_exits"),
+    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_private", "record_private_gone",
+                                       "record_killed", "proc_killed", "proc_exits"),
                     default="session")
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--procs", type=int, default=3)
@@ -215,7 +285,8 @@ def main():
 
     strata = strata_cli(a.strata, env)
 
-    d = start_daemon(a.consumerd, sock, env)
+    private = a.mode.startswith("record_private")
+    d = None if private else start_daemon(a.consumerd, sock, env)
     geometry = ["--subbuf-size", "4096", "--subbuf-count", "4", "--lanes", str(2 * a.threads)]
     states = [State(os.path.join(work, "state%d" % p), a.threads) for p in range(procs)]
     apps = []
@@ -227,6 +298,11 @@ def main():
                                a.app, "0", str(a.threads), str(events), str(phases), states[0].f.name],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         session = "record-%d" % rec.pid
+        if private:
+            # No daemon on `sock`: record started its own, whose socket
+            # the status calls below ask.
+            wait_for(lambda: private_daemon(rec.pid), "record's private daemon", 60)
+            env = dict(env, STRATA_CONSUMERD_SOCKET=private_daemon(rec.pid)[1])
     else:
         extra = ["--blocking=%d" % a.block_ms] if a.mode == "blocking" else []
         strata("create", session, "-o", out, *geometry, *extra)
@@ -250,6 +326,8 @@ def main():
         print("strata status said:\n" + n_buffers.last)
         raise
     wait_for(lambda: stream_files(out) >= procs * a.threads, "a packet of every thread on disk", 60)
+    if a.mode == "record_private_gone":
+        return record_private_gone(a, check, rec, states[0], env, out, session, phases)
     if a.mode == "record_killed":
         return record_killed(a, check, d, rec, states[0], env, sock, out, session, events, phases)
     total = procs * a.threads
@@ -265,8 +343,15 @@ def main():
         target = int((total - a.threads * len(dead)) * (k * per + frac * per)) + sum(
             states[p].emitted(t) for p in dead for t in range(a.threads))
         wait_for(lambda: emitted() >= target, "%d events emitted before kill %d" % (target, k + 1), 120)
-        d.send_signal(signal.SIGKILL)
-        d.wait()
+        if private:
+            # record sees its daemon die and starts another on its socket.
+            old = private_daemon(rec.pid)[0]
+            os.kill(old, signal.SIGKILL)
+            wait_for(lambda: replaced(rec.pid, old),
+                     "record's next daemon after kill %d" % (k + 1), 60)
+        else:
+            d.send_signal(signal.SIGKILL)
+            d.wait()
         if a.mode == "proc_killed" and k == 0:
             apps[0].send_signal(signal.SIGKILL)
             apps[0].wait()
@@ -275,7 +360,8 @@ def main():
             states[0].allow(phases)  # it runs to its end and exits, no daemon draining it
             apps[0].wait(timeout=120)
             dead.add(0)
-        d = start_daemon(a.consumerd, sock, env)
+        if not private:
+            d = start_daemon(a.consumerd, sock, env)
         if k == 0 and dead:
             p = subprocess.run([a.strata, "status", session], env=env, capture_output=True, text=True)
             check(re.search(r"lost at a daemon restart: pid %d \(.*\) exited while no daemon ran.*%d lane\(s\) end "
@@ -303,19 +389,27 @@ def main():
         lp.wait(timeout=300)
         check(lp.returncode == 0, "the late process exited 0")
     check(True, "%d SIGKILLs of the daemon, each followed by a new one that took the session up" % a.kills)
-    if a.mode == "record":
+    if recording:
+        priv_sock = env["STRATA_CONSUMERD_SOCKET"]
         o, e = rec.communicate(timeout=120)
         check(rec.returncode == 0, "strata record exits with the app's status 0 (got %d; %s)" %
               (rec.returncode, e.strip().splitlines()[-3:]))
-        check("trace written to" in e, "strata record completed the trace")
+        check("trace written to" in e and "cut short" not in e, "strata record completed the trace")
+        if private:
+            n = e.count("starting another to take the session up")
+            check(n == a.kills and "took the session up\n" in e,
+                  "strata record said each of its daemon's %d deaths and the take-up (%d)" % (a.kills, n))
+            check(not os.path.exists(os.path.dirname(priv_sock)),
+                  "the private daemon's directory is gone (%s)" % os.path.dirname(priv_sock))
     else:
         for p in apps:
             p.wait(timeout=120)
         check(all(p.returncode == 0 for i, p in enumerate(apps) if i not in dead), "every app exited 0")
         strata("stop", session)
         strata("destroy", session)
-    d.send_signal(signal.SIGTERM)
-    d.wait(timeout=60)
+    if d:
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=60)
     check(not os.listdir(sock + ".state") if os.path.isdir(sock + ".state") else True,
           "a clean exit leaves no session state behind")
     rc, errors = bt_errors(out)
