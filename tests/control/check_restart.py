@@ -349,6 +349,11 @@ def main():
             os.kill(old, signal.SIGKILL)
             wait_for(lambda: replaced(rec.pid, old),
                      "record's next daemon after kill %d" % (k + 1), 60)
+            # Listening, and the buffer taken up (as start_daemon's ready
+            # and the take-up before it, below): the next kill must not
+            # fall inside its start.
+            wait_for(lambda: n_buffers(a.strata, env, session) == procs + kbuf,
+                     "the buffer taken up again after kill %d" % (k + 1), 60)
         else:
             d.send_signal(signal.SIGKILL)
             d.wait()
