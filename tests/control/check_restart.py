@@ -210,6 +210,25 @@ def record_killed(a, check, d, rec, state, env, sock, out, session, events, phas
     check.finish()
 
 
+def end_record(rec):
+    """`strata record` and its children (the app, its daemon) killed if still
+    running when the check ends early."""
+    if rec.poll() is not None:
+        return
+    try:
+        with open("/proc/%d/task/%d/children" % (rec.pid, rec.pid)) as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        kids = []
+    for k in kids:
+        try:
+            os.kill(k, signal.SIGKILL)
+        except OSError:
+            pass
+    rec.kill()
+    rec.wait()
+
+
 def replaced(rec_pid, old):
     """record (rec_pid) runs a private daemon other than `old`."""
     p = private_daemon(rec_pid)
@@ -298,6 +317,7 @@ def main():
                                a.app, "0", str(a.threads), str(events), str(phases), states[0].f.name],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         session = "record-%d" % rec.pid
+        atexit.register(lambda: end_record(rec))  # a failed check must not leave it and the app waiting
         if private:
             # No daemon on `sock`: record started its own, whose socket
             # the status calls below ask.
