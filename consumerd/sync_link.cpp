@@ -34,7 +34,9 @@ namespace daemon_impl {
 namespace {
 
 // No answer for this long (or kLostPeriods probe periods, if longer): the
-// link is lost (a paused VM, a cut cable) and the map starts a new segment.
+// link is silent (a paused VM, a starved peer, a cut cable), said in its
+// state and counted.  A silence starts no segment by itself: the first
+// answers after it fit the current segment or show the step (take_probe).
 constexpr int64_t kLostNs = 2000000000;
 constexpr int kLostPeriods = 5;
 // A probe unanswered for this many periods is replaced by a new one.
@@ -438,8 +440,8 @@ void SyncLink::serve(int fd)
 	}
 }
 
-// serve()'s probe, due at t: the link declared lost after lost_ns with no
-// answer; a new train unless a ping is out (or one unanswered for
+// serve()'s probe, due at t: the link declared silent after lost_ns with no
+// answer (no segment break: a silence proves no step); a new train unless a ping is out (or one unanswered for
 // kReprobePeriods once the peer said hello, replaced by a new train: its
 // late answer still taken, what its train had answered fed), with its spin; the
 // next one's time.  False: the link failed.
@@ -450,13 +452,17 @@ bool SyncLink::probe(Serve &sv, int64_t t)
 	if (out_seq_ && t - out_since_ > sv.lost_ns) {
 		end_train(sv); // what was answered before counts
 		std::lock_guard<std::mutex> g(mu_);
-		est_.break_segment(clocksync::Start::LinkLost,
-				   "no answer for " + std::to_string((t - out_since_) / 1000000) + " ms");
-		breaks_++;
-		state_ = "lost (no answer for " + std::to_string((t - out_since_) / 1000000) + " ms)";
+		if (!silent_since_) {
+			silent_since_ = out_since_;
+			silences_++;
+			logf("clock link %s: no answer for %lld ms (a paused or starved peer, or gone): the "
+			     "map goes on if its next answers fit, a new segment if they show a step",
+			     spec_.name.c_str(), static_cast<long long>((t - out_since_) / 1000000));
+		}
+		state_ = "lost (no answer for " + std::to_string((t - silent_since_) / 1000000) + " ms)";
 		out_seq_ = 0;
 		for (Serve::Replaced &r : sv.replaced)
-			r.seq = 0; // an answer from across the gap is no exchange of this segment's
+			r.seq = 0; // a fresh train proves the peer back
 	}
 	// The rate first: from the ping's write to its answer's read this
 	// thread does nothing else (under TCG the estimator's work there can
@@ -687,6 +693,8 @@ bool SyncLink::read_frames(Serve &sv)
 		off += static_cast<size_t>(r);
 		if (f.type == kSyncHello)
 			sv.hello_seen = true;
+		if (silent_since_)
+			silence_over(t_recv);
 		if (on_frame(sv, f, t_recv) && t_recv - sv.last_quick >= rate_.period()) {
 			sv.next_probe = std::min(sv.next_probe, t_recv);
 			sv.last_quick = t_recv;
@@ -826,6 +834,19 @@ bool SyncLink::take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool o
 	if (!a || !b)
 		step_seen("a probe");
 	return false;
+}
+
+// A frame from a silent peer, received at t: the silence is over (its
+// length kept for the status and clocks.json).  The map goes on: the next
+// exchanges fit it, or no line does and they start a segment (a step).
+void SyncLink::silence_over(int64_t t)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	const int64_t len = t - silent_since_;
+	longest_silence_ = std::max(longest_silence_, len);
+	silent_since_ = 0;
+	logf("clock link %s: the peer answers again after %.3f s without an answer", spec_.name.c_str(),
+	     static_cast<double>(len) / 1e9);
 }
 
 // A step seen by `what`: a new segment began (mu_ held).

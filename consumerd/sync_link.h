@@ -178,6 +178,7 @@ private:
 	bool on_frame(Serve &sv, const SyncFrame &f, int64_t t_recv); // true: probe now
 	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
 	void step_seen(const char *what);
+	void silence_over(int64_t t);
 	bool send_second(int fd);
 	void rate_update(int64_t t);     // after a probe: the next period, the target said
 	std::string stuck_words() const; // mu_ held: why the bound stays above its target
@@ -219,6 +220,10 @@ private:
 	int64_t min_rtt_ = -1;
 	uint64_t late_ = 0; // answers to pings replaced meanwhile (late_answer)
 	uint64_t breaks_ = 0;
+	// Silences: no answer for the lost time (probe()); since when (0: none
+	// now; written by the thread, under the mutex), how many, the longest.
+	int64_t silent_since_ = 0, longest_silence_ = 0;
+	uint64_t silences_ = 0;
 	uint64_t stale_ = 0;         // exchanges from before the latest break, not fitting: dropped
 	uint64_t kernel_stamps_ = 0; // receives stamped by the kernel (SO_TIMESTAMPNS)
 	int64_t spun_ns_ = 0;        // CPU spent polling for answers (SyncSpec::spin)

@@ -56,6 +56,7 @@ void write_link(JsonWriter &w, const ClocksLink &l, unsigned indent)
 	w.key("probes").u64(l.probes).key("answered").u64(l.answered).key("used").u64(l.used);
 	w.key("min_rtt_ns").i64(l.min_rtt_ns).key("width_now_ns").i64(l.width_now_ns);
 	w.key("garbage_bytes").u64(l.garbage_bytes).key("kernel_receive_stamps").u64(l.kernel_receive_stamps);
+	w.key("silences").u64(l.silences).key("longest_silence_ns").i64(l.longest_silence_ns);
 	w.newline(in).key("segments");
 	write_segments(w, l.segments, in);
 	if (l.has_kvm) {
@@ -151,6 +152,8 @@ bool read_link(const JsonValue &o, ClocksLink *l, std::string *why)
 	i64_of(o, "width_now_ns", &l->width_now_ns);
 	u64_of(o, "garbage_bytes", &l->garbage_bytes);
 	u64_of(o, "kernel_receive_stamps", &l->kernel_receive_stamps);
+	u64_of(o, "silences", &l->silences);
+	i64_of(o, "longest_silence_ns", &l->longest_silence_ns);
 	if (const JsonValue *k = o.get("kvm"); k && k->kind == JsonValue::Obj)
 		l->has_kvm = true, read_kvm(*k, &l->kvm);
 	if (const JsonValue *r = o.get("refined"); r && r->kind == JsonValue::Obj)

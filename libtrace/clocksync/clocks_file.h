@@ -15,6 +15,7 @@
  *      "source": ..., "target": ...,
  *      "peer_hostname": ..., "peer_boot_id": ..., "peer_clock_offset_ns": N,
  *      "state": ..., "correlated": B, "probes": N, ... "kernel_receive_stamps": N,
+ *      "silences": N, "longest_silence_ns": N,
  *      "segments": [ ... ],          (clocksync.h's write_segments)
  *      "kvm": {...},                 (a link to a KVM guest: the TSC facts)
  *      "refined": {...}}             (`strata align`: what refined it)
@@ -71,6 +72,8 @@ struct ClocksLink {
 	uint64_t probes = 0, answered = 0, used = 0;
 	int64_t min_rtt_ns = -1, width_now_ns = -1;
 	uint64_t garbage_bytes = 0, kernel_receive_stamps = 0;
+	uint64_t silences = 0;          // spells without an answer (no segment by themselves)
+	int64_t longest_silence_ns = 0; // the longest of them
 	std::vector<Segment> segments;
 	bool has_kvm = false;
 	KvmFacts kvm;

@@ -306,8 +306,9 @@ def main():
         if mode != "pause":
             # No pause, no lost link: answers that come late (a loaded
             # host, a halted vCPU) are still answers (docs/clocks.md,
-            # "Early sight of a step"); a link-lost segment here is a link
-            # that stopped believing its peer while the peer answered.
+            # "Early sight of a step"), and a silence starts no segment
+            # ("Faults"); a link-lost segment here is a link that stopped
+            # believing its peer while the peer answered.
             lost = [(name, s["note"]) for name, lk in (("guest", glink[0]), ("host", hlink[0]))
                     for s in lk["segments"] if s["start"] == "link-lost"]
             check(not lost, "%s: neither end's map lost the link (%s)" % (v, lost or "none"))

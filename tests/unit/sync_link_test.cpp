@@ -778,6 +778,10 @@ public:
 		stall_calls_.store(calls, std::memory_order_relaxed);
 		want_stall_.store(true, std::memory_order_release);
 	}
+	// Muted, the reference reads the link's pings and answers none (a
+	// starved or paused peer).  Relaxed: a flag read by run() alone, no data
+	// published with it.
+	void mute(bool on) { muted_.store(on, std::memory_order_relaxed); }
 
 private:
 	void put(int fd, const SyncFrame &f)
@@ -859,6 +863,8 @@ private:
 			h.hostname = "ref";
 			h.boot_id = "00000000-0000-0000-0000-00000000000a";
 			put(fd, h);
+		} else if (f.type == kSyncPing && muted_.load(std::memory_order_relaxed)) {
+			// unanswered
 		} else if (f.type == kSyncPing && stepping_ == 1) {
 			// The train's next ping: held; the step.
 			stepping_ = 2;
@@ -895,7 +901,7 @@ private:
 	bool ok_ = false, broken_ = false;
 	std::atomic<bool> stop_{false}; // relaxed: joined right after
 	std::atomic<bool> want_ping_{false}, want_result_{false}, answered_{false}, want_step_{false};
-	std::atomic<bool> want_stall_{false};
+	std::atomic<bool> want_stall_{false}, muted_{false};
 	int64_t step_ns_ = 0; // written before want_step_'s release store
 	// Before want_stall_'s release store; atomic, relaxed: the test sets the
 	// next stall's once it saw the last one counted (g_stalls, relaxed).
@@ -1050,6 +1056,52 @@ TEST(SyncLinkStall, AnAnswerWaitingAfterAStallKeepsTheLinkUp)
 	EXPECT_EQ(g_stalls.load(std::memory_order_relaxed), 12);
 	EXPECT_EQ(r.status.find("lost"), std::string::npos) << r.status;
 	EXPECT_EQ(r.segments, 1u) << r.status;
+}
+
+// The reference answers nothing for 2 s and more (a peer starved on a
+// loaded host: kernel.clock_vm_kernel's host said 'no answer for 2003 ms'
+// in a CI run of 2026-12-06, its guest's answers fitting on after it), then
+// answers again with its clock as it was.  A silence proves no step: the
+// link said lost meanwhile, counts the silence, and the map keeps one
+// segment.
+TEST(SyncLinkSilence, ASilenceWithoutAStepKeepsTheSegment)
+{
+	const Scripted r = run_scripted(10 * 1000000, [](ScriptedReference &ref, SyncLink &fol) {
+		ref.mute(true);
+		EXPECT_TRUE(eventually([&] {
+			return fol.status_line().find("lost (no answer for") != std::string::npos;
+		})) << fol.status_line();
+		ref.mute(false);
+		EXPECT_TRUE(eventually([&] { return fol.status_line().find("): up") != std::string::npos; }))
+			<< fol.status_line();
+	});
+	EXPECT_NE(r.status.find(", 1 silence(s), the longest 2."), std::string::npos) << r.status;
+	EXPECT_EQ(r.segments, 1u) << r.status;
+}
+
+// The same silence with a step inside it (the follower's clock 1 s ahead
+// when the answers come back, as after a paused VM whose clock caught up):
+// the first answers after it show the step, and the map starts one new
+// segment, a step's.
+TEST(SyncLinkSilence, AStepInASilenceStartsOneSegment)
+{
+	std::vector<clocksync::Segment> segs;
+	const Scripted r = run_scripted(10 * 1000000, [&](ScriptedReference &ref, SyncLink &fol) {
+		ref.mute(true);
+		EXPECT_TRUE(eventually([&] {
+			return fol.status_line().find("lost (no answer for") != std::string::npos;
+		})) << fol.status_line();
+		g_step.store(1000000000, std::memory_order_relaxed);
+		ref.mute(false);
+		EXPECT_TRUE(eventually([&] {
+			return fol.status_line().find(", 2 segments") != std::string::npos;
+		})) << fol.status_line();
+		segs = fol.record().segments;
+	});
+	EXPECT_EQ(r.segments, 2u) << r.status;
+	ASSERT_EQ(segs.size(), 2u) << r.status;
+	EXPECT_EQ(segs[1].start, clocksync::Start::Step) << r.status;
+	EXPECT_NE(r.status.find(", 1 silence(s)"), std::string::npos) << r.status;
 }
 
 } // namespace
