@@ -85,12 +85,53 @@ std::vector<pid_t> children(pid_t except)
 	return v;
 }
 
+// How a process ended, for a message: "exited with status N" or "was
+// killed by signal N (NAME)".
+std::string how_ended(int st)
+{
+	char b[96];
+	if (WIFSIGNALED(st))
+		snprintf(b, sizeof b, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else
+		snprintf(b, sizeof b, "exited with status %d", WEXITSTATUS(st));
+	return b;
+}
+
+// A private daemon of ours ended (`st`, reaped) while CMD or what it left
+// ran: another is started on its socket, where it takes the session up
+// from the state the dead one kept (docs/crash.md, "The daemon dies"): it
+// re-attaches CMD's buffers, whose writers noticed nothing and counted what
+// they could not write meanwhile, so that the trace goes on and its counts
+// stay exact.  At most kRestarts times: a daemon that keeps dying is left
+// dead, and the trace repaired at the end.
+constexpr int kRestarts = 3;
+// `running`: what ran ("CMD", "what CMD started").
+void restart_daemon(PrivateDaemon &priv, int st, const std::string &running)
+{
+	priv.pid = -1;
+	priv.restarts++;
+	fprintf(stderr,
+		"strata record: its daemon %s while %s ran: starting another to take the session up\n",
+		how_ended(st).c_str(), running.c_str());
+	const std::string e = priv.restart();
+	if (!e.empty())
+		fprintf(stderr, "strata record: %s\n", e.c_str());
+}
+
+// Whether record still restarts its private daemon when it dies.
+bool watched(const PrivateDaemon &priv)
+{
+	return priv.pid > 0 && priv.restarts < kRestarts;
+}
+
 // After CMD exited: the processes it started that outlived it (daemons
 // that called setsid or forked twice) were reparented to record, the
 // subreaper; record keeps recording until they all exit.  A signal caught
 // meanwhile (^C) is forwarded to each of them.  The caught signals are
 // blocked but inside ppoll, so none is missed between a look and the wait.
-void follow_descendants(pid_t daemon, const char *cmd)
+// The private daemon is watched meanwhile as while CMD ran (its pidfd in
+// the same ppoll): one that dies is started again (restart_daemon).
+void follow_descendants(PrivateDaemon &priv, const char *cmd)
 {
 	sigset_t caught, before;
 	sigemptyset(&caught);
@@ -100,7 +141,7 @@ void follow_descendants(pid_t daemon, const char *cmd)
 	sig_atomic_t seen = 0; // a signal CMD got is for them too
 	bool said = false;
 	for (;;) {
-		std::vector<pid_t> kids = children(daemon), live;
+		std::vector<pid_t> kids = children(priv.pid), live;
 		bool reaped = false;
 		for (pid_t k : kids) {
 			int st;
@@ -143,9 +184,16 @@ void follow_descendants(pid_t daemon, const char *cmd)
 		}
 		if (fds.empty())
 			break; // no pidfd (Linux < 5.3): not followed
+		const pid_t daemon = watched(priv) ? priv.pid : -1;
+		const int dfd = daemon > 0 ? static_cast<int>(syscall(SYS_pidfd_open, daemon, 0)) : -1;
+		if (dfd >= 0)
+			fds.push_back({dfd, POLLIN, 0});
 		ppoll(fds.data(), fds.size(), nullptr, &before);
 		for (const struct pollfd &p : fds)
 			close(p.fd);
+		int st;
+		if (daemon > 0 && waitpid(daemon, &st, WNOHANG) == daemon)
+			restart_daemon(priv, st, std::string("what ") + cmd + " started");
 	}
 	sigprocmask(SIG_SETMASK, &before, nullptr);
 }
@@ -238,33 +286,15 @@ Child spawn_command(const Record &rec, const std::string &sock, const struct sig
 	return c;
 }
 
-// How a process ended, for a message: "exited with status N" or "was
-// killed by signal N (NAME)".
-std::string how_ended(int st)
-{
-	char b[96];
-	if (WIFSIGNALED(st))
-		snprintf(b, sizeof b, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
-	else
-		snprintf(b, sizeof b, "exited with status %d", WEXITSTATUS(st));
-	return b;
-}
-
 // Step 5b: wait for CMD.  A private daemon of ours that ends meanwhile (the
-// kernel's OOM killer, a crash) is started again on its socket, where it
-// takes the session up from the state the dead one kept (docs/crash.md,
-// "The daemon dies"): it re-attaches CMD's buffers, whose writers noticed
-// nothing and counted what they could not write meanwhile, so that the
-// trace goes on and its counts stay exact.  At most kRestarts times: a
-// daemon that keeps dying is left dead, and the trace repaired at the end.
+// kernel's OOM killer, a crash) is started again (restart_daemon).
 // Our children are CMD, that daemon and CMD's orphans (we are their
 // subreaper): one waitpid for any of them, so that the daemon's end wakes
 // us as CMD's does; an orphan reaped here had ended anyway.
 void wait_cmd_and_daemon(Child &c, PrivateDaemon &priv, const char *name)
 {
-	constexpr int kRestarts = 3;
 	for (;;) {
-		if (priv.pid <= 0 || priv.restarts >= kRestarts) {
+		if (!watched(priv)) {
 			while (waitpid(c.pid, &c.status, 0) < 0 && errno == EINTR) {
 			}
 			return;
@@ -278,17 +308,9 @@ void wait_cmd_and_daemon(Child &c, PrivateDaemon &priv, const char *name)
 				c.status = st;
 			return;
 		}
-		if (w != priv.pid)
-			continue; // an orphan of CMD's
-		priv.pid = -1;
-		priv.restarts++;
-		fprintf(stderr,
-			"strata record: its daemon %s while %s ran: starting another to take the session "
-			"up\n",
-			how_ended(st).c_str(), name);
-		const std::string e = priv.restart();
-		if (!e.empty())
-			fprintf(stderr, "strata record: %s\n", e.c_str());
+		if (w == priv.pid)
+			restart_daemon(priv, st, name);
+		// else an orphan of CMD's
 	}
 }
 
@@ -307,7 +329,7 @@ int wait_command(Child &c, PrivateDaemon &priv, const char *name)
 	}
 	wait_cmd_and_daemon(c, priv, name);
 	g_child = 0;
-	follow_descendants(priv.pid, name);
+	follow_descendants(priv, name);
 	return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
 }
 

@@ -29,7 +29,10 @@ record waits for the app, record finds its daemon again to stop the
 session, and exits with the app's status 0), `record_private` (the same
 with the private daemon record starts where none answers: record sees it
 die, starts another on its socket, which takes the session up, and says
-so), `record_private_gone` (its daemon killed a fourth time: record
+so), `record_private_orphan` (the same, the app started in the
+background by a shell that exits at once: record follows it as what its
+command left running, and starts each next daemon as while CMD ran),
+`record_private_gone` (its daemon killed a fourth time: record
 says the trace is cut short and exits 1), `record_killed` (record is
 killed with SIGKILL while no daemon runs: the next daemon finds the
 session's owner gone and ends the session at once, as the closed
@@ -94,23 +97,36 @@ def n_buffers(strata, env, session):
     return int(m.group(1)) if p.returncode == 0 and m else -1
 
 
-def private_daemon(rec_pid):
-    """(pid, socket) of the strata-consumerd `strata record` (rec_pid)
-    started as its child, or None."""
+def kids_argv(rec_pid):
+    """(pid, argv) of each child of `strata record` (rec_pid) now."""
     try:
         with open("/proc/%d/task/%d/children" % (rec_pid, rec_pid)) as f:
             kids = [int(x) for x in f.read().split()]
     except OSError:
-        return None
+        return []
+    out = []
     for k in kids:
         try:
             with open("/proc/%d/cmdline" % k, "rb") as f:
-                argv = f.read().split(b"\0")
+                out.append((k, f.read().split(b"\0")))
         except OSError:
             continue
+    return out
+
+
+def private_daemon(rec_pid):
+    """(pid, socket) of the strata-consumerd `strata record` (rec_pid)
+    started as its child, or None."""
+    for k, argv in kids_argv(rec_pid):
         if argv[0].endswith(b"strata-consumerd") and b"--socket" in argv:
             return k, argv[argv.index(b"--socket") + 1].decode()
     return None
+
+
+def adopted(rec_pid, app):
+    """The app runs as record's own child: the shell that started it has
+    exited, and record (its subreaper) follows it."""
+    return any(argv[0] == app.encode() for _, argv in kids_argv(rec_pid))
 
 
 def stream_files(out):
@@ -215,12 +231,7 @@ def end_record(rec):
     running when the check ends early."""
     if rec.poll() is not None:
         return
-    try:
-        with open("/proc/%d/task/%d/children" % (rec.pid, rec.pid)) as f:
-            kids = [int(x) for x in f.read().split()]
-    except OSError:
-        kids = []
-    for k in kids:
+    for k, _ in kids_argv(rec.pid):
         try:
             os.kill(k, signal.SIGKILL)
         except OSError:
@@ -280,7 +291,8 @@ def main():
     ap.add_argument("--strata", required=True)
     ap.add_argument("--consumerd", required=True)
     ap.add_argument("--app", required=True)
-    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_private", "record_private_gone",
+    ap.add_argument("--mode", choices=("session", "blocking", "record", "record_private", "record_private_orphan",
+                                       "record_private_gone",
                                        "record_killed", "proc_killed", "proc_exits"),
                     default="session")
     ap.add_argument("--kills", type=int, default=10)
@@ -313,8 +325,11 @@ def main():
     kbuf = 1 if a.kernel else 0  # the session's kernel buffer, one of its buffers in `strata status`
     atexit.register(lambda: [p.kill() for p in apps if p.poll() is None])  # a failed check ends them
     if recording:
-        rec = subprocess.Popen([a.strata, "record", "-o", out] + geometry + ["-e", "rstest:*", "--",
-                               a.app, "0", str(a.threads), str(events), str(phases), states[0].f.name],
+        # `_orphan`: CMD a shell that starts the app in the background and
+        # exits (an orphan of record's, the subreaper).
+        shell = ["/bin/sh", "-c", '"$@" </dev/null >/dev/null &', "sh"] if a.mode == "record_private_orphan" else []
+        rec = subprocess.Popen([a.strata, "record", "-o", out] + geometry + ["-e", "rstest:*", "--"] + shell +
+                               [a.app, "0", str(a.threads), str(events), str(phases), states[0].f.name],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         session = "record-%d" % rec.pid
         atexit.register(lambda: end_record(rec))  # a failed check must not leave it and the app waiting
@@ -346,6 +361,9 @@ def main():
         print("strata status said:\n" + n_buffers.last)
         raise
     wait_for(lambda: stream_files(out) >= procs * a.threads, "a packet of every thread on disk", 60)
+    if a.mode == "record_private_orphan":
+        # Every kill below falls after CMD (the shell) exited.
+        wait_for(lambda: adopted(rec.pid, a.app), "the app adopted by record, its shell gone", 60)
     if a.mode == "record_private_gone":
         return record_private_gone(a, check, rec, states[0], env, out, session, phases)
     if a.mode == "record_killed":
@@ -424,6 +442,11 @@ def main():
             n = e.count("starting another to take the session up")
             check(n == a.kills and "took the session up\n" in e,
                   "strata record said each of its daemon's %d deaths and the take-up (%d)" % (a.kills, n))
+            if a.mode == "record_private_orphan":
+                check("/bin/sh exited, and 1 process(es) it started still run" in e and
+                      e.count("while what /bin/sh started ran: starting another") == a.kills,
+                      "strata record followed the app its shell left running, and each daemon's death then (%s)" %
+                      [ln for ln in e.splitlines() if "still run" in ln or "starting another" in ln][:4])
             check(not os.path.exists(os.path.dirname(priv_sock)),
                   "the private daemon's directory is gone (%s)" % os.path.dirname(priv_sock))
     else:
