@@ -441,10 +441,11 @@ void SyncLink::serve(int fd)
 }
 
 // serve()'s probe, due at t: the link declared silent after lost_ns with no
-// answer (no segment break: a silence proves no step); a new train unless a ping is out (or one unanswered for
-// kReprobePeriods once the peer said hello, replaced by a new train: its
-// late answer still taken, what its train had answered fed), with its spin; the
-// next one's time.  False: the link failed.
+// answer (no segment break: a silence proves no step); a new train unless a
+// ping is out (or one unanswered for kReprobePeriods once the peer said
+// hello, replaced by a new train: its late answer still taken, what its
+// train had answered fed), with its spin; the next one's time.  False: the
+// link failed.
 bool SyncLink::probe(Serve &sv, int64_t t)
 {
 	if (out_seq_ && t - out_since_ > sv.lost_ns && !drain(sv))
