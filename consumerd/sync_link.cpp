@@ -850,6 +850,12 @@ void SyncLink::silence_over(int64_t t)
 	     static_cast<double>(len) / 1e9);
 }
 
+// The longest silence so far, the one going on now included (mu_ held).
+int64_t SyncLink::longest_silence() const
+{
+	return std::max(longest_silence_, silent_since_ ? static_cast<int64_t>(now_()) - silent_since_ : 0);
+}
+
 // A step seen by `what`: a new segment began (mu_ held).
 void SyncLink::step_seen(const char *what)
 {

@@ -179,6 +179,7 @@ private:
 	bool take_probe(int64_t t1, int64_t t2, int64_t t3, int64_t t4, bool ours);
 	void step_seen(const char *what);
 	void silence_over(int64_t t);
+	int64_t longest_silence() const; // mu_ held: the longest so far, one still going included
 	bool send_second(int fd);
 	void rate_update(int64_t t);     // after a probe: the next period, the target said
 	std::string stuck_words() const; // mu_ held: why the bound stays above its target

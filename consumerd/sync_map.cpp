@@ -66,11 +66,10 @@ std::string SyncLink::status_line() const
 	else
 		s += ", uncorrelated";
 	if (silences_) {
-		const int64_t now = silent_since_ ? static_cast<int64_t>(now_()) - silent_since_ : 0;
 		char b[120];
 		snprintf(b, sizeof b, ", %llu silence(s), the longest %.1f s (no segment by itself)",
 			 static_cast<unsigned long long>(silences_),
-			 static_cast<double>(std::max(longest_silence_, now)) / 1e9);
+			 static_cast<double>(longest_silence()) / 1e9);
 		s += b;
 	}
 	const size_t segs = est_.segment_count();
@@ -125,8 +124,7 @@ clocksync::ClocksLink SyncLink::record(const ClockInfo *local, CtfLines *lines) 
 	l.garbage_bytes = garbage_;
 	l.kernel_receive_stamps = kernel_stamps_;
 	l.silences = silences_;
-	l.longest_silence_ns =
-		std::max(longest_silence_, silent_since_ ? static_cast<int64_t>(now_()) - silent_since_ : 0);
+	l.longest_silence_ns = longest_silence();
 	if (kvm_) {
 		const std::string words = kvm_checked();
 		if (kvm_->checked() && words.find("DISAGREES") != std::string::npos)
