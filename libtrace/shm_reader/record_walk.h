@@ -23,7 +23,8 @@
  * Cost: an event whose fields all have a fixed size (most) costs a compare
  * with the previous record's id and an add per record, a table look-up
  * where the id changes; an event with strings or sequences is walked by its
- * plan (COMPACT: consecutive fixed-size fields one skip).
+ * plan (COMPACT: consecutive fixed-size fields one skip), or where it is
+ * one string between fixed fields by its shape (two skips and the NUL).
  *
  * Not thread-safe: one walk per reader, used by one thread at a time.
  */
@@ -35,6 +36,9 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "event_info.h"
 #include "strata_abi.h"
@@ -57,6 +61,36 @@ struct WalkedRecord {
 	int32_t tid = -1;     // shared COMPACT lanes and WIDE: the record's thread context
 	uint16_t cpu = 0;     // WIDE: the record's CPU
 };
+
+// The offset of the first NUL in pkt[o, end), or `end` if there is none.
+// Sixteen bytes a step while they lie inside the range (no byte past `end`
+// is read), for the first kWalkNulSteps steps; a longer string's rest by
+// memchr (wider steps, worth its call past 128 bytes); the last bytes one
+// by one.  A string field is most of a string event's walk: scanned a
+// byte at a time for 16 bytes, then by memchr, bench:str's 64 bytes took a
+// fifth of the daemon's samples (docs/ring-buffer.md, "The validation's
+// cost").
+constexpr int kWalkNulSteps = 8;
+
+__attribute__((always_inline)) inline uint64_t walk_find_nul(const uint8_t *pkt, uint64_t o, uint64_t end)
+{
+#ifdef __SSE2__
+	const __m128i zero = _mm_setzero_si128();
+	for (int k = 0; k < kWalkNulSteps && end - o >= 16; k++, o += 16) {
+		const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(pkt + o));
+		const unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero));
+		if (m != 0)
+			return o + (unsigned)__builtin_ctz(m);
+	}
+	if (end - o >= 16) {
+		const void *nul = memchr(pkt + o, 0, end - o);
+		return nul ? (uint64_t)((const uint8_t *)nul - pkt) : end;
+	}
+#endif
+	while (o < end && pkt[o] != 0)
+		o++;
+	return o;
+}
 
 class RecordWalk {
 public:
@@ -116,10 +150,13 @@ public:
 			read_header<true, false>(pkt, end, prev, o, r);
 		r->payload = *o;
 		const uint32_t size = layout_[r->id]; // described: walk() checked it
-		if (__builtin_expect(size != kVariablePayload, 1))
+		if (__builtin_expect(size != kVariablePayload, 1)) {
 			*o += size;
-		else
-			walk_plan(plans_.data() + plan_of_[r->id], pkt, end, o);
+		} else {
+			uint64_t fo = *o;
+			walk_var(var_of_[r->id], pkt, end, fo);
+			*o = fo;
+		}
 		r->end = *o;
 	}
 
@@ -132,9 +169,39 @@ private:
 		kStepAlign = 4,    // to a multiple of the step's bytes (WIDE)
 		kStepEnd = 5,
 	};
+	// How a record of an event of variable size is walked: by its plan
+	// (make_plan), or where the plan is one string between two runs of
+	// fixed fields (most such events) by the two skips and a look for the
+	// NUL, inline, rather than the plan's steps one by one.
+	struct VarShape {
+		uint64_t pre = 0, post = 0; // one_string: the fixed bytes before and after it
+		uint32_t plan = UINT32_MAX; // the event's first step in plans_
+		bool one_string = false;
+	};
 	uint32_t fixed_payload(const EventInfo &ev) const;
 	void make_plan(const EventInfo &ev);
+	static VarShape shape_of(const std::vector<uint32_t> &steps, uint32_t plan);
 	bool walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t end, uint64_t *o) const;
+	// A variable-size payload from o, by its shape or else its plan: false
+	// if a field runs past end (as walk_plan); o moved to its end.
+	__attribute__((always_inline)) bool walk_var(const VarShape &v, const uint8_t *pkt, uint64_t end,
+						     uint64_t &o) const
+	{
+		if (__builtin_expect(v.one_string, 1)) {
+			if (end - o < v.pre)
+				return false;
+			const uint64_t nul = walk_find_nul(pkt, o + v.pre, end);
+			if (nul == end || end - (nul + 1) < v.post)
+				return false;
+			o = nul + 1 + v.post;
+			return true;
+		}
+		uint64_t fo = o; // a copy: o's address is not taken in the caller's loop
+		if (!walk_plan(plans_.data() + v.plan, pkt, end, &fo))
+			return false;
+		o = fo;
+		return true;
+	}
 
 	template <bool kCompact, bool kShared>
 	static const char *read_header(const uint8_t *pkt, uint64_t end, uint64_t prev, uint64_t *o,
@@ -152,10 +219,10 @@ private:
 	// By event id: fixed_payload() of its event, kVariablePayload, or
 	// kUndescribed (the walk's one look-up per record).
 	std::vector<uint32_t> layout_;
-	// By event id: the first step in plans_ of an event with a string or a
-	// sequence (make_plan), else UINT32_MAX.  A step is a kind (low 3
-	// bits) and a byte count (the rest).
-	std::vector<uint32_t> plan_of_, plans_;
+	// By event id: how an event with a string or a sequence is walked
+	// (make_plan).  A step is a kind (low 3 bits) and a byte count (the rest).
+	std::vector<VarShape> var_of_;
+	std::vector<uint32_t> plans_;
 };
 
 // One record's header at *o (and, in a shared lane, its thread context):
@@ -305,6 +372,10 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 	// UINT32_MAX) matches before the first look-up.
 	uint64_t last_id = UINT64_MAX;
 	uint32_t last_size = 0;
+	// The same for the last record of variable size: a run of one string
+	// event costs no look-up, its next record's loads wait only for the NUL.
+	uint64_t last_var = UINT64_MAX;
+	VarShape var;
 	const uint32_t *lay = layout_.data();
 	uint64_t n_lay = layout_.size();
 	auto stop = [&](const char *w) {
@@ -336,8 +407,13 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 			if (end - o < last_size)
 				return stop("record beyond the packet's content");
 			o += last_size;
+		} else if (r.id == last_var) {
+			if (!walk_var(var, pkt, end, o))
+				return stop("a field beyond the packet's content (string or sequence)");
 		} else {
 			const uint32_t size = size_of(r.id, asked, lay, n_lay, v);
+			if (asked) // the tables may have changed since last_var's look-up
+				last_var = UINT64_MAX;
 			if (size == kUndescribed)
 				return stop("undescribed event id");
 			if (__builtin_expect(size != kVariablePayload, 1)) {
@@ -347,14 +423,12 @@ uint64_t RecordWalk::walk_as(const uint8_t *pkt, uint64_t end, uint64_t ts_max, 
 				last_id = r.id;
 				last_size = size;
 			} else {
-				// Every event of variable size has a plan (made with its
-				// layout_ entry).  A copy of o: its address taken, o would
-				// live in memory for the whole loop.
-				uint64_t fo = o;
-				if (!walk_plan(plans_.data() + plan_of_[r.id], pkt, end, &fo))
+				// Every event of variable size has one (make_plan).
+				last_var = r.id;
+				var = var_of_[r.id];
+				if (!walk_var(var, pkt, end, o))
 					return stop(
 						"a field beyond the packet's content (string or sequence)");
-				o = fo;
 				last_id = UINT64_MAX;
 			}
 		}

@@ -12,51 +12,19 @@
  * and an add per record, a table look-up where the id changes
  * (fixed_payload); an event with strings or sequences is walked by its
  * plan (make_plan: in COMPACT buffers consecutive fixed-size fields one
- * skip).
+ * skip), one that is a string between fixed fields by its shape
+ * (shape_of).
  */
 #include "reader.h"
 #include "record_walk.h"
 
 #include <algorithm>
 #include <cstring>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 namespace strata {
 namespace {
 
 constexpr uint64_t kHdr = STRATA_PACKET_HEADER_SIZE;
-
-// The offset of the first NUL in pkt[o, end), or `end` if there is none.
-// Sixteen bytes a step while they lie inside the range (the private copy:
-// no byte past `end` is read), for the first kNulSteps steps; a longer
-// string's rest by memchr (wider steps, worth its call past 128 bytes);
-// the last bytes one by one.  A string field is most of a string event's
-// walk: scanned a byte at a time for 16 bytes, then by memchr, bench:str's
-// 64 bytes took a fifth of the daemon's samples (docs/ring-buffer.md,
-// "The validation's cost").
-constexpr int kNulSteps = 8;
-
-inline uint64_t find_nul(const uint8_t *pkt, uint64_t o, uint64_t end)
-{
-#ifdef __SSE2__
-	const __m128i zero = _mm_setzero_si128();
-	for (int k = 0; k < kNulSteps && end - o >= 16; k++, o += 16) {
-		const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(pkt + o));
-		const unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero));
-		if (m != 0)
-			return o + (unsigned)__builtin_ctz(m);
-	}
-	if (end - o >= 16) {
-		const void *nul = memchr(pkt + o, 0, end - o);
-		return nul ? (uint64_t)((const uint8_t *)nul - pkt) : end;
-	}
-#endif
-	while (o < end && pkt[o] != 0)
-		o++;
-	return o;
-}
 
 } // namespace
 
@@ -124,10 +92,30 @@ void RecordWalk::make_plan(const EventInfo &ev)
 	}
 	flush();
 	step(kStepEnd, 0);
-	if (plan_of_.size() <= ev.id)
-		plan_of_.resize(ev.id + 1, UINT32_MAX);
-	plan_of_[ev.id] = (uint32_t)plans_.size();
+	if (var_of_.size() <= ev.id)
+		var_of_.resize(ev.id + 1);
+	var_of_[ev.id] = shape_of(steps, (uint32_t)plans_.size());
 	plans_.insert(plans_.end(), steps.begin(), steps.end());
+}
+
+// How the plan `steps`, at `plan` in plans_, is walked: where it is one
+// string between fixed fields, [fixed] string [fixed] (COMPACT's only:
+// WIDE plans align), as the two skips around it; else by its steps.
+RecordWalk::VarShape RecordWalk::shape_of(const std::vector<uint32_t> &steps, uint32_t plan)
+{
+	VarShape v, by_plan;
+	v.plan = by_plan.plan = plan;
+	size_t i = 0;
+	if (i < steps.size() && (steps[i] & 7u) == kStepFixed)
+		v.pre = steps[i++] >> 3;
+	if (i >= steps.size() || (steps[i++] & 7u) != kStepString)
+		return by_plan;
+	if (i < steps.size() && (steps[i] & 7u) == kStepFixed)
+		v.post = steps[i++] >> 3;
+	if (i >= steps.size() || (steps[i] & 7u) != kStepEnd)
+		return by_plan;
+	v.one_string = true;
+	return v;
 }
 
 // The fields of one record by its plan from *o, each inside [.., end):
@@ -143,7 +131,7 @@ bool RecordWalk::walk_plan(const uint32_t *step, const uint8_t *pkt, uint64_t en
 				return false;
 			o += n;
 		} else if (kind == kStepString) {
-			const uint64_t nul = find_nul(pkt, o, end);
+			const uint64_t nul = walk_find_nul(pkt, o, end);
 			if (nul == end)
 				return false;
 			o = nul + 1;

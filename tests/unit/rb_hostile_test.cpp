@@ -721,9 +721,99 @@ TEST(Packets, VariableRecordsAreWalkedFieldByField)
 	EXPECT_EQ(hdr().events_discarded, 3u);
 }
 
+// The walk of variable-size records (record_walk.h): an event that is one
+// string between fixed fields is walked by its shape (two skips and the
+// NUL), others by their plan, and the last one's shape is kept for a run
+// of it.  Records of four events interleaved (fixed; u32, string, u16;
+// a string alone; two strings: a plan), strings of 0 to 40 bytes, in a
+// packet cut at every byte: the walk stops at the last record boundary at
+// or before the cut, says why exactly where the cut is not one, hands over
+// the records before it in order, and reads no byte past the cut (each
+// cut is a heap copy of its own length: ASan's run).
+TEST(Packets, VariableRecordsAreWalkedToEveryCut)
+{
+	using strata::FieldInfo;
+	strata::RecordWalk w(STRATA_REC_COMPACT);
+	auto field = [](uint8_t type, uint8_t bits) {
+		FieldInfo f;
+		f.type = type;
+		f.elem_bits = bits;
+		return f;
+	};
+	const FieldInfo u16 = field(STRATA_FT_INTEGER, 16), u32 = field(STRATA_FT_INTEGER, 32),
+			u64 = field(STRATA_FT_INTEGER, 64), str = field(STRATA_FT_STRING, 8);
+	auto event = [&](uint32_t id, std::vector<FieldInfo> fields) {
+		strata::EventInfo ev;
+		ev.id = id;
+		ev.provider = "walk";
+		ev.name = "e" + std::to_string(id);
+		ev.fields = std::move(fields);
+		w.add(ev);
+	};
+	event(1, {u32, u64});      // 12 bytes
+	event(2, {u32, str, u16}); // one string: 4 before, 2 after
+	event(3, {str});           // one string alone
+	event(4, {str, str});      // a plan
+	std::vector<uint8_t> pkt(STRATA_PACKET_HEADER_SIZE, 0);
+	std::vector<uint64_t> ends; // each record's end
+	std::vector<uint32_t> ids;
+	uint32_t ts = 0;
+	auto put = [&pkt](const void *p, size_t n) {
+		pkt.insert(pkt.end(), (const uint8_t *)p, (const uint8_t *)p + n);
+	};
+	auto put_str = [&](size_t n) {
+		pkt.insert(pkt.end(), n, (uint8_t)('a' + n % 26));
+		pkt.push_back(0);
+	};
+	const uint8_t order[] = {2, 2, 1, 2, 3, 3, 4, 2, 1, 1, 4, 4, 3, 2};
+	const uint64_t fixed = 0x0123456789abcdefull;
+	for (size_t n = 0; n <= 40; n++) {
+		const uint32_t id = order[n % sizeof order], hdr = id | (++ts << 5);
+		put(&hdr, 4);
+		if (id == 1)
+			put(&fixed, 12);
+		if (id == 2)
+			put(&fixed, 4);
+		if (id != 1)
+			put_str(n);
+		if (id == 4)
+			put_str(40 - n);
+		if (id == 2)
+			put(&fixed, 2);
+		ends.push_back(pkt.size());
+		ids.push_back(id);
+	}
+	struct Seen : strata::RecordWalk::NoVisit {
+		std::vector<uint32_t> ids;
+		std::vector<uint64_t> ends;
+		void record(const strata::WalkedRecord &r)
+		{
+			ids.push_back(r.id);
+			ends.push_back(r.end);
+		}
+	};
+	for (uint64_t cut = STRATA_PACKET_HEADER_SIZE; cut <= pkt.size(); cut++) {
+		std::unique_ptr<uint8_t[]> copy(new uint8_t[cut]);
+		memcpy(copy.get(), pkt.data(), cut);
+		size_t whole = 0; // records wholly before the cut
+		while (whole < ends.size() && ends[whole] <= cut)
+			whole++;
+		const uint64_t boundary = whole ? ends[whole - 1] : STRATA_PACKET_HEADER_SIZE;
+		Seen v;
+		uint64_t t = 0;
+		const char *why = nullptr;
+		const uint64_t good = w.walk(copy.get(), cut, false, UINT64_MAX, &t, &why, v);
+		ASSERT_EQ(good, boundary) << "cut at " << cut;
+		EXPECT_EQ(why == nullptr, cut == boundary) << "cut at " << cut << ": " << (why ? why : "-");
+		EXPECT_EQ(v.ids, std::vector<uint32_t>(ids.begin(), ids.begin() + whole)) << cut;
+		EXPECT_EQ(v.ends, std::vector<uint64_t>(ends.begin(), ends.begin() + whole)) << cut;
+		EXPECT_EQ(t, whole) << "the last good record's timestamp, cut at " << cut;
+	}
+}
+
 // A string field of every length from 0 to 160 (the walk scans sixteen
 // bytes a step while they lie inside the content, past 128 by memchr, the
-// last ones byte by byte: validate.cpp, find_nul) is walked to its NUL,
+// last ones byte by byte: record_walk.h, walk_find_nul) is walked to its NUL,
 // its record read back whole; a last string whose NUL and every byte
 // after it to the content's end were overwritten (37 bytes, then the rest
 // of its record: no step of sixteen lands on the end) is cut with its
