@@ -766,20 +766,20 @@ TEST(Packets, VariableRecordsAreWalkedToEveryCut)
 		pkt.push_back(0);
 	};
 	const uint8_t order[] = {2, 2, 1, 2, 3, 3, 4, 2, 1, 1, 4, 4, 3, 2};
-	const uint64_t fixed = 0x0123456789abcdefull;
+	const uint8_t fixed[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; // the fixed fields
 	for (size_t n = 0; n <= 40; n++) {
 		const uint32_t id = order[n % sizeof order], hdr = id | (++ts << 5);
 		put(&hdr, 4);
 		if (id == 1)
-			put(&fixed, 12);
+			put(fixed, 12);
 		if (id == 2)
-			put(&fixed, 4);
+			put(fixed, 4);
 		if (id != 1)
 			put_str(n);
 		if (id == 4)
 			put_str(40 - n);
 		if (id == 2)
-			put(&fixed, 2);
+			put(fixed, 2);
 		ends.push_back(pkt.size());
 		ids.push_back(id);
 	}
