@@ -43,10 +43,12 @@
  *   costs           CPU ns of the fast path's building blocks on this
  *                   machine: rdtsc, rdtscp, lfence+rdtsc (an ordered TSC
  *                   read), clock_gettime(CLOCK_MONOTONIC), an uncontended
- *                   lock cmpxchg and lock xadd; and what a fresh page of
- *                   shared memory costs (page_*_us: a ring's first lap
- *                   writes each page once, the writer's and the daemon's
- *                   mapping alike): its first write, and
+ *                   lock cmpxchg and lock xadd; what an instruction
+ *                   after the ordered TSC read costs (ordered_48add_*,
+ *                   add48_alone_ns: print_ordered_adds); and what a
+ *                   fresh page of shared memory costs (page_*_us: a
+ *                   ring's first lap writes each page once, the writer's
+ *                   and the daemon's mapping alike): its first write, and
  *                   MADV_POPULATE_WRITE then the first write after it (a
  *                   VM with shadow page tables traps at both).
  *   clock N         (strata-bench only) CPU ns of the clock read that stamps
@@ -66,6 +68,9 @@
  * main after pthread_join (which orders it).
  */
 #define _GNU_SOURCE
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -455,6 +460,79 @@ out:
 	munmap((void *)p, size);
 }
 
+/* What an instruction after the ordered TSC read costs on this machine:
+ * the read (rdtscp where the CPU has it, else lfence; rdtsc: the events'
+ * own) with 48 independent register additions after it (six chains of 8),
+ * over the read alone.  Where the read's wait hides the instructions that
+ * follow it the difference is 0; where it hides none, 48 instructions at
+ * the machine's issue rate (an event's other instructions: issue 64's
+ * stretch rows).  ADD_ROUNDS rounds of n / ADD_ROUNDS, the two loops in
+ * turn; the median of the rounds' paired differences (two loops timed
+ * apart moved by more than the difference on a shared machine). */
+#define BENCH_ADD6                                                                            \
+	"add $1, %%r8\n\tadd $1, %%r9\n\tadd $1, %%r10\n\tadd $1, %%r11\n\tadd $1, %%rsi\n\t" \
+	"add $1, %%rdi\n\t"
+#define BENCH_ADD48 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6
+#define BENCH_ADD_CLOBBERS "rax", "rdx", "rcx", "r8", "r9", "r10", "r11", "rsi", "rdi", "memory"
+#define ADD_ROUNDS 15
+static double ordered_loop_ns(int n, int rdtscp, int adds)
+{
+	uint64_t c = cpu_ns();
+#if defined(__x86_64__)
+	for (int i = 0; rdtscp && !adds && i < n; i++)
+		__asm__ __volatile__("rdtscp" : : : BENCH_ADD_CLOBBERS);
+	for (int i = 0; rdtscp && adds && i < n; i++)
+		__asm__ __volatile__("rdtscp\n\t" BENCH_ADD48 : : : BENCH_ADD_CLOBBERS);
+	for (int i = 0; !rdtscp && !adds && i < n; i++)
+		__asm__ __volatile__("lfence\n\trdtsc" : : : BENCH_ADD_CLOBBERS);
+	for (int i = 0; !rdtscp && adds && i < n; i++)
+		__asm__ __volatile__("lfence\n\trdtsc\n\t" BENCH_ADD48 : : : BENCH_ADD_CLOBBERS);
+#else
+	(void)n, (void)rdtscp, (void)adds;
+#endif
+	return (double)(cpu_ns() - c) / n;
+}
+
+/* The 48 additions alone (the loop's own increment and branch beside
+ * them, as beside the read's loops). */
+static double adds_alone_ns(int n)
+{
+	uint64_t c = cpu_ns();
+#if defined(__x86_64__)
+	for (int i = 0; i < n; i++)
+		__asm__ __volatile__(BENCH_ADD48 : : : BENCH_ADD_CLOBBERS);
+#endif
+	return (double)(cpu_ns() - c) / n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void print_ordered_adds(int n)
+{
+#if defined(__x86_64__)
+	unsigned a = 0, b = 0, c = 0, d = 0;
+	const int rdtscp = __get_cpuid(0x80000001u, &a, &b, &c, &d) && (d >> 27 & 1);
+	double over[ADD_ROUNDS], alone[ADD_ROUNDS];
+	const int m = n / ADD_ROUNDS;
+	for (int r = 0; r < ADD_ROUNDS; r++) {
+		const double first = ordered_loop_ns(m, rdtscp, r & 1);
+		const double second = ordered_loop_ns(m, rdtscp, !(r & 1));
+		over[r] = r & 1 ? first - second : second - first;
+		alone[r] = adds_alone_ns(m);
+	}
+	qsort(over, ADD_ROUNDS, sizeof over[0], cmp_double);
+	qsort(alone, ADD_ROUNDS, sizeof alone[0], cmp_double);
+	printf("ordered_48add_over_ns=%.2f\nadd48_alone_ns=%.2f\nordered_48add_read=%s\n",
+	       over[ADD_ROUNDS / 2], alone[ADD_ROUNDS / 2], rdtscp ? "rdtscp" : "lfence_rdtsc");
+#else
+	(void)n;
+#endif
+}
+
 static int run_costs(void)
 {
 	const int n = 10000000;
@@ -503,6 +581,7 @@ static int run_costs(void)
 	       "lock_cmpxchg_ns=%.1f\nlock_xadd_ns=%.1f\n",
 	       (t[1] - t[0]) / n, (t[2] - t[1]) / n, (t[6] - t[2]) / n, (t[3] - t[6]) / n, (t[4] - t[3]) / n,
 	       (t[5] - t[4]) / n);
+	print_ordered_adds(n / 2);
 	double touch[2], pop[2];
 	fresh_pages(0, touch);
 	fresh_pages(1, pop);
@@ -614,12 +693,6 @@ static inline __attribute__((always_inline)) uint64_t clock_part_once(const stru
 		CLOCK_PART_LOOP(k, CP_SEQ_AFTER, rdtscp, m, out);  \
 		break;                                             \
 	}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 /* Each part's loop run CLOCK_ROUNDS times for n / CLOCK_ROUNDS reads, the
  * parts in turn (each round starting one part later), so that a slow phase

@@ -2480,13 +2480,30 @@ def fresh_page_line(c, r):
     return line
 
 
+# What an instruction after the ordered TSC read costs (strata-bench costs,
+# print_ordered_adds): 48 independent adds after the read, over the read
+# alone, against the same adds alone.
+ADDS_KEYS = ("ordered_48add_over_ns", "add48_alone_ns")
+
+
+def adds_line(c):
+    over, alone = float(c["ordered_48add_over_ns"]), float(c["add48_alone_ns"])
+    hidden = 1 - over / alone if alone > 0 else 0
+    return ("after the ordered TSC read (%s), 48 independent adds cost %.2f CPU ns where alone they "
+            "take %.2f: the read hides %.0f %% of what follows it (median of paired rounds; 0 %%: an "
+            "event's every instruction counts at the machine's rate, issue 64's stretch rows)" % (
+                c.get("ordered_48add_read", "?"), over, alone, max(hidden, 0) * 100))
+
+
 def report_lines(b, work):
     """The lines printed under the table (and kept in the results file)."""
     out = []
     if ("costs",) in b.results:
         c = b.results[("costs",)]
         out.append("building blocks (CPU ns each): " + ", ".join(
-            "%s %s" % (k[:-3], v) for k, v in c.items() if k.endswith("_ns")))
+            "%s %s" % (k[:-3], v) for k, v in c.items() if k.endswith("_ns") and k not in ADDS_KEYS))
+        if all(k in c for k in ADDS_KEYS):
+            out.append(adds_line(c))
         if "page_touch_us" in c:
             out.append(fresh_page_line(c, b.results))
     parts = b.results.get(("clock_parts",))
