@@ -68,9 +68,6 @@
  * main after pthread_join (which orders it).
  */
 #define _GNU_SOURCE
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #include <errno.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -83,8 +80,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "strata_kclock.h" /* header only: the ordered TSC read (costs) */
 #if defined(BENCH_STRATA)
-#include "strata_kclock.h"
 #define STRATA_DEFINE_PROVIDERS
 #include "bench_tp_strata.h"
 #define EMIT_INTS(a, b) strata_tracepoint(bench, ints, a, b)
@@ -461,9 +458,10 @@ out:
 }
 
 /* What an instruction after the ordered TSC read costs on this machine:
- * the read (rdtscp where the CPU has it, else lfence; rdtsc: the events'
- * own) with 48 independent register additions after it (six chains of 8),
- * over the read alone.  Where the read's wait hides the instructions that
+ * the read (strata_kclock_ordered: rdtscp where the CPU has it, else
+ * lfence; rdtsc, the events' own; its value used, as an event's is) with
+ * 48 independent register additions after it (six chains of 8), over the
+ * read alone.  Where the read's wait hides the instructions that
  * follow it the difference is 0; where it hides none, 48 instructions at
  * the machine's issue rate (an event's other instructions: issue 64's
  * stretch rows).  ADD_ROUNDS rounds of n / ADD_ROUNDS, the two loops in
@@ -473,23 +471,19 @@ out:
 	"add $1, %%r8\n\tadd $1, %%r9\n\tadd $1, %%r10\n\tadd $1, %%r11\n\tadd $1, %%rsi\n\t" \
 	"add $1, %%rdi\n\t"
 #define BENCH_ADD48 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6 BENCH_ADD6
-#define BENCH_ADD_CLOBBERS "rax", "rdx", "rcx", "r8", "r9", "r10", "r11", "rsi", "rdi", "memory"
+#define BENCH_ADD_CLOBBERS "r8", "r9", "r10", "r11", "rsi", "rdi", "memory"
 #define ADD_ROUNDS 15
 static double ordered_loop_ns(int n, int rdtscp, int adds)
 {
+	volatile uint64_t sink = 0;
 	uint64_t c = cpu_ns();
+	for (int i = 0; i < n; i++) {
+		sink += strata_kclock_ordered(rdtscp);
 #if defined(__x86_64__)
-	for (int i = 0; rdtscp && !adds && i < n; i++)
-		__asm__ __volatile__("rdtscp" : : : BENCH_ADD_CLOBBERS);
-	for (int i = 0; rdtscp && adds && i < n; i++)
-		__asm__ __volatile__("rdtscp\n\t" BENCH_ADD48 : : : BENCH_ADD_CLOBBERS);
-	for (int i = 0; !rdtscp && !adds && i < n; i++)
-		__asm__ __volatile__("lfence\n\trdtsc" : : : BENCH_ADD_CLOBBERS);
-	for (int i = 0; !rdtscp && adds && i < n; i++)
-		__asm__ __volatile__("lfence\n\trdtsc\n\t" BENCH_ADD48 : : : BENCH_ADD_CLOBBERS);
-#else
-	(void)n, (void)rdtscp, (void)adds;
+		if (adds)
+			__asm__ __volatile__(BENCH_ADD48 : : : BENCH_ADD_CLOBBERS);
 #endif
+	}
 	return (double)(cpu_ns() - c) / n;
 }
 
@@ -514,8 +508,7 @@ static int cmp_double(const void *a, const void *b)
 static void print_ordered_adds(int n)
 {
 #if defined(__x86_64__)
-	unsigned a = 0, b = 0, c = 0, d = 0;
-	const int rdtscp = __get_cpuid(0x80000001u, &a, &b, &c, &d) && (d >> 27 & 1);
+	const int rdtscp = strata_kclock_has_rdtscp();
 	double over[ADD_ROUNDS], alone[ADD_ROUNDS];
 	const int m = n / ADD_ROUNDS;
 	for (int r = 0; r < ADD_ROUNDS; r++) {
