@@ -7,7 +7,8 @@
 #  4. pkg-config --cflags --libs strata; build the same program with them and
 #     the tp_sync object (a path without the build type), record it too.
 #  5. `PREFIX/bin/strata record --preload pthread` of an unmodified program
-#     (pt_plain.c, no Strata in it): its lock events are recorded.
+#     (pt_plain.c, no Strata in it): its lock events are recorded; every
+#     installed RUNPATH is $ORIGIN's, none with an empty entry (check_runpath.py).
 #  3b. `PREFIX/bin/strata view` reads that trace through the reader module
 #     (lib/strata/libstrata-cli-read.so); strata copied away from it says so.
 #  6. a preload library the loader refuses: strata record says so, with the
@@ -146,6 +147,11 @@ for f in lib/libstrata-pthread.so bin/strata bin/strata-consumerd; do
 		fail "$f has an \$ORIGIN RUNPATH ($(readelf -d "$prefix/$f" | grep -E 'RPATH|RUNPATH'))"
 	fi
 done
+if python3 "$src/tests/package/check_runpath.py" "$prefix" > "$work/runpath.log"; then
+	ok "no installed file's RUNPATH has an empty entry ($(tail -1 "$work/runpath.log"))"
+else
+	cat "$work/runpath.log"; fail "no installed file's RUNPATH has an empty entry"
+fi
 if run cc -std=c11 -O1 -pthread -o "$work/pt-plain" "$src/tests/package/pt_plain.c" > "$work/pt-build.log" 2>&1; then
 	out=$work/trace-preload
 	if run "$prefix/bin/strata" record --preload pthread -o "$out" -- "$work/pt-plain" 500 \
