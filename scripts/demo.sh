@@ -7,10 +7,13 @@ source scripts/deps.sh
 strata_install_deps
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
-out=$(mktemp -d /tmp/strata-demo-XXXXXX)
-echo "== strata record -o $out/trace -- strata-demo --threads 2 --events 5"
-build/cli/strata record -o "$out/trace" -- build/examples/strata-demo --threads 2 --events 5
-echo "== strata view $out/trace"
-build/cli/strata view "$out/trace"
+# The trace is kept beside the build for a second look, and replaced by the
+# next run's: one demo, one trace (a directory a run in /tmp piled up).
+out=build/demo-trace
+rm -rf "$out"
+echo "== strata record -o $out -- strata-demo --threads 2 --events 5"
+build/cli/strata record -o "$out" -- build/examples/strata-demo --threads 2 --events 5
+echo "== strata view $out"
+build/cli/strata view "$out"
 echo "== babeltrace2 reads the same trace:"
-babeltrace2 "$out/trace" | head -n 5
+babeltrace2 "$out" | head -n 5
