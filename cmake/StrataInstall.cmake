@@ -10,23 +10,6 @@ if(NOT TARGET strata)
   return()
 endif()
 
-# RUNPATH: every program and shared library that is installed is built
-# with its install RUNPATH ($ORIGIN:$ORIGIN/../lib, top-level
-# CMakeLists.txt), so that installing copies it unchanged.  Left to its
-# default, CMake builds it with the build tree's RUNPATH padded with ':' to
-# the install one's length (room for the edit it makes at install time),
-# and the dynamic loader reads each empty entry as the current directory:
-# build/cli/strata, run by root in a directory where someone had put a
-# libc.so.6, would have loaded it.  In the build tree $ORIGIN/../lib is
-# build/lib, where libstrata.so.0 is built (libtrace/runtime).
-# tests/package/check_runpath.py checks every ELF file of the build tree.
-foreach(t strata strata_pthread strata_jvm strata_sqlite strata_cli strata_cli_read strata_consumerd
-          strata_demo strata_svc)
-  if(TARGET ${t})
-    set_target_properties(${t} PROPERTIES BUILD_WITH_INSTALL_RPATH ON)
-  endif()
-endforeach()
-
 set(STRATA_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Strata)
 
 install(EXPORT StrataTargets

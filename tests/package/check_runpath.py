@@ -4,7 +4,7 @@ RUNPATH or RPATH.  The dynamic loader reads an empty entry (a leading,
 trailing or doubled ':') as the current directory, and searches it before
 the system's: a program run where someone else can write files (/tmp)
 loads their libc.so.6.  CMake pads a build tree's RUNPATH with ':' when it
-is to edit it at install time (cmake/StrataInstall.cmake, "RUNPATH").
+is to edit it at install time (strata_install_elf, top-level CMakeLists.txt).
 
 usage: check_runpath.py DIR...   (exit 1 and one line a file when any has one)
 Files in CMakeFiles/ (objects), files that are not ELF programs or shared
@@ -71,6 +71,8 @@ def main(dirs):
                         bad.append("%s: %s '%s' has an empty entry (the current directory)" % (path, kind, value))
     for line in bad:
         print("FAIL " + line)
+    if bad:
+        print("(an installed target is installed with strata_install_elf, top-level CMakeLists.txt)")
     print("%d ELF programs and shared libraries checked, %d with an empty search path entry" % (checked, len(bad)))
     if not checked:
         print("FAIL nothing to check under %s" % " ".join(dirs))
