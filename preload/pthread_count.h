@@ -18,10 +18,14 @@
  * counted as such (waited_untimed: the blockers analysis cannot credit it).
  * So that holds others wait behind keep their interval, a lock whose
  * unlock found waiters joins the thread's `hot` locks (4, round robin),
- * whose pairs are all timed: a timed pair with waiters stays a mutex_held.
+ * each of whose pairs reads its start (STRATA_PT_IF_WAITED): one whose
+ * unlock finds waiters again is timed and stays a mutex_held; the others
+ * are counted untimed, but for their sampled turn (timed, as any lock's),
+ * so that their end's clock read is saved and the sample stays unbiased.
  *
  * Counting is the default (STRATA_PTHREAD_COUNT_DEFAULT, one pair in 16
- * timed: pthread_count_env.h);
+ * timed: pthread_count_env.h; one in 4 costs about what one in 16 does, 16
+ * leaves a margin where a clock read costs more);
  * STRATA_PTHREAD_COUNT=0 writes every pair as its own record.
  *
  * Spilling: a thread whose (lock, site, kind) keys do not fit its table
@@ -124,6 +128,8 @@
 #define STRATA_PT_CMAX (1ull << 20)  /* pairs an entry counts before it is flushed */
 #define STRATA_PT_CAGE_NS 20000000u  /* age of an entry's first unflushed pair that flushes it */
 #define STRATA_PT_UNTIMED 2          /* strata_pt_pending.tsc: no clock read for this pair */
+#define STRATA_PT_IF_WAITED 3        /* strata_pt_pending.tsc: a TSC start kept only for waiters */
+#define STRATA_PT_TURN_HOT 1u        /* strata_pt_count_untimed_turn: a hot lock's pair */
 #define STRATA_PT_COUNT_ON 1         /* strata_pt_count_on: count this unlock's pair */
 #define STRATA_PT_COUNT_WAITERS 2    /* the same, but it has waiters: a timed pair keeps its record */
 #define STRATA_PT_CWINDOW 4096u      /* pairs a thread's table is judged over (spilling) */
@@ -369,8 +375,11 @@ static inline uint64_t strata_pt_count_hinted(const struct strata_pt_ctable *t, 
 }
 
 /* This pair of `lock` at `site` (a try: try_) goes untimed (sampling, see
- * "Timing"): its entry's hint (strata_pt_count_hinted), else 0.  A handler
- * moving count_skip or `hot` only shifts the sample. */
+ * "Timing"): its entry's hint (strata_pt_count_hinted, an entry's address),
+ * else 0 (timed), or STRATA_PT_TURN_HOT: a hot lock's pair off its
+ * sampled turn, whose start is read in case its unlock finds waiters
+ * (STRATA_PT_IF_WAITED).  A handler moving count_skip or `hot` only
+ * shifts the sample. */
 static inline uint64_t strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_)
 {
 	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
@@ -385,7 +394,7 @@ static inline uint64_t strata_pt_count_untimed_turn(const void *lock, uint32_t s
 	count_skip--;
 	for (uint32_t i = 0; hot_next && i < STRATA_PT_HOT; i++) /* hot_next 0: none yet */
 		if (hot[i] == U64(lock))
-			return 0;
+			return STRATA_PT_TURN_HOT;
 	/* Untimed only where its entry exists already: the first pair of a
 	 * (lock, site, kind) is timed, so that it can stay a mutex_held if it
 	 * is not met again (memcached's item locks: an entry, then a 49-byte

@@ -535,9 +535,10 @@ struct strata_pt_pending {
 	uint64_t lock, t0, seq;
 	uint32_t site;
 	uint8_t try_; /* 1: a pthread_mutex_trylock (mutex_tryheld), 0: a lock */
-	/* t0 is a TSC value (1), CLOCK_MONOTONIC ns (0), or no clock was read
-	 * (STRATA_PT_UNTIMED) and t0 is the hint of its count entry
-	 * (strata_pt_count_hint) */
+	/* t0 is a TSC value (1; STRATA_PT_IF_WAITED: a hot lock's pair, timed
+	 * only if its unlock finds waiters, pthread_count.h), CLOCK_MONOTONIC
+	 * ns (0), or no clock was read (STRATA_PT_UNTIMED) and t0 is the hint
+	 * of its count entry (strata_pt_count_hint) */
 	uint8_t tsc;
 };
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
@@ -654,7 +655,9 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
 	const uint64_t hint = strata_pt_count_untimed_turn(lock, site, try_);
-	const uint8_t tsc = hint ? STRATA_PT_UNTIMED : (uint8_t)strata_pt_hold_tsc();
+	uint8_t tsc = hint > STRATA_PT_TURN_HOT ? STRATA_PT_UNTIMED : (uint8_t)strata_pt_hold_tsc();
+	if (hint == STRATA_PT_TURN_HOT && tsc == 1)
+		tsc = STRATA_PT_IF_WAITED;
 	for (uint32_t i = 0; i < STRATA_PT_STASH; i++) {
 		if (RELAXED_LOAD(&stash[i].lock) != 0 || !strata_pt_local_cas(&stash[i].lock, 0, 1))
 			continue;
@@ -663,7 +666,9 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 		RELAXED_STORE(&stash[i].try_, try_);
 		RELAXED_STORE(&stash[i].seq, strata_pt_local_xadd(&stash_seq, 1) + 1);
 		RELAXED_STORE(&stash[i].tsc, tsc);
-		RELAXED_STORE(&stash[i].t0, tsc == 1 ? strata_pt_tsc() : tsc ? hint : strata_pt_now());
+		RELAXED_STORE(&stash[i].t0, tsc == STRATA_PT_UNTIMED ? hint
+					    : tsc                    ? strata_pt_tsc()
+								     : strata_pt_now());
 		SIGNAL_FENCE(); /* the fields before the lock that publishes them */
 		RELAXED_STORE(&stash[i].lock, U64(lock));
 		return 1;
@@ -940,6 +945,13 @@ static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, 
 		/* 0 while the thread spills (an untimed pair, stashed before, is
 		 * still counted) */
 		const int on = strata_pt_count_admit(count);
+		/* A hot lock's pair: counted untimed if nobody waits (no hint: its
+		 * entry is looked up), else the timed pair it was read for. */
+		if (p.tsc == STRATA_PT_IF_WAITED) {
+			p.tsc = on == STRATA_PT_COUNT_ON ? STRATA_PT_UNTIMED : 1;
+			if (on == STRATA_PT_COUNT_ON)
+				p.t0 = 0;
+		}
 		if (p.tsc == STRATA_PT_UNTIMED) {
 			strata_pt_count_untimed(&p, count == STRATA_PT_COUNT_WAITERS);
 			return ret;

@@ -175,6 +175,14 @@ def check_count(rep, prog_out, pid, trace, lost, sampled):
               all(b["function"].startswith("hold_long") for b in hot["blockers"]),
               "%d of %d waits blamed on hold_long(), those overlapping a recorded hold (%d; %d untimed: %r)" %
               (credited, hot["contended"], over, blind, hot["blockers"][:1]))
+        # Main's last n pairs of the hot lock (prog_out's count n: the exit
+        # thread's), nobody waiting: one in 16 timed when sampled (a hot
+        # lock's pair keeps its interval only if its unlock finds waiters),
+        # every one with STRATA_PTHREAD_COUNT=1.
+        n = prog_out["exit_acq"]
+        check((hot["untimed"] >= n - (n + 15) // 16 - 2) if sampled else hot["untimed"] == 0,
+              "hot lock: %d untimed holds, its %d pairs without waiters %s" %
+              (hot["untimed"], n, "sampled one in 16" if sampled else "all timed"))
         if sampled:
             check(rep["untimed_holds"] > 0 and all(
                   lock_of(rep, w, int(prog_out[k], 16))["untimed"] > 0

@@ -340,6 +340,10 @@ static int mode_count(FILE *out, int n, int rounds)
 			sched_yield();
 	}
 	CHECK(pthread_join(worker, NULL), 0);
+	/* The hot lock, which main's hold_long() unlocked with a waiter (one of
+	 * main's hot locks now), n more times with nobody waiting: counted, and
+	 * in the one-in-16 sample as any lock's pairs (docs/pthread.md). */
+	count_pairs(&strata_hot_lock, n);
 	fprintf(out,
 		"{\"pid\": %d, \"child\": %d, \"main\": \"%p\", \"idle\": \"%p\", \"exit\": \"%p\", "
 		"\"child_lock\": \"%p\", \"hot\": \"%p\", \"sites\": \"%p\", \"main_acq\": %d, "
@@ -347,7 +351,7 @@ static int mode_count(FILE *out, int n, int rounds)
 		"%d}\n",
 		(int)getpid(), (int)child, (void *)&strata_count_main, (void *)&strata_count_idle,
 		(void *)&strata_count_exit, (void *)&strata_count_child, (void *)&strata_hot_lock,
-		(void *)&strata_count_sites, n + n / 2, n, n, n, 2 * rounds, n / 8 * 8);
+		(void *)&strata_count_sites, n + n / 2, n, n, n, 2 * rounds + n, n / 8 * 8);
 	return 0; /* the idler is still blocked in read: the exit's flush writes its counts */
 }
 
