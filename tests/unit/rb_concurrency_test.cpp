@@ -510,6 +510,9 @@ TEST(RingBuffer, SignalHandlersNestInsideWriters)
 	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, nullptr));
 	Drainer d({&s});
 	std::atomic<bool> done{false};
+	// The writer's events so far, for the hammer only (emitted, below, is
+	// read after the join).  Relaxed: a pace, nothing is read through it.
+	std::atomic<uint64_t> progress{0};
 	uint64_t emitted = 0;
 	std::thread w([&] {
 		// At least kEvents, and on until many handlers ran inside it
@@ -522,6 +525,7 @@ TEST(RingBuffer, SignalHandlersNestInsideWriters)
 				break;
 			strata_tracepoint(rbtest, rec, 0u, seq, checksum(0, seq));
 			emitted = seq + 1;
+			progress.store(emitted, std::memory_order_relaxed);
 			// Where this thread and the hammer share one CPU (a loaded
 			// machine), the hammer runs only when this one stops: without
 			// a yield that is once a time slice, a few signals each.
@@ -531,7 +535,21 @@ TEST(RingBuffer, SignalHandlersNestInsideWriters)
 		done.store(true, std::memory_order_release); // pairs with the hammer's acquire
 	});
 	g_victim = w.native_handle();
+	// A volley of both signals once the writer wrote kPace events since
+	// the last one: signals still land anywhere in its writes (and SIGUSR1
+	// in SIGALRM's handler), but cannot outrun it.  Unpaced, a hammer on
+	// its own CPU could keep the writer in its handlers: under TSan, whose
+	// delivery is slow, one run in a few took 20 s to over 120 s for its
+	// 100,000 events, with 30,000 handlers of each signal by 20 s.
+	constexpr uint64_t kPace = 16;
+	uint64_t paced = 0;
 	while (!done.load(std::memory_order_acquire)) {
+		const uint64_t now = progress.load(std::memory_order_relaxed);
+		if (now - paced < kPace) {
+			sched_yield();
+			continue;
+		}
+		paced = now;
 		pthread_kill(g_victim, SIGALRM);
 		pthread_kill(g_victim, SIGUSR1);
 	}
