@@ -661,6 +661,20 @@ inline uint32_t parked_write_id(const struct strata_reservation *r)
 	return (uint32_t)((uintptr_t)r->lane >> 32);
 }
 
+// strata_commit's case for a reservation of the general path (untagged:
+// the CommitCtx it left at its depth); strata_write's general path takes it
+// inline, not through the exported function.
+inline void commit_general(struct strata_reservation *r)
+{
+	const CommitCtx *c = (const CommitCtx *)r->lane;
+	STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
+	if (c->records)
+		count_record(c->records, c->owned);
+	commit_bytes(c->ch, c->commit, r->size, c->owned);
+	std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, see reserve
+	t_state.depth--;
+}
+
 // strata_write's general path: a reservation of the general path, the
 // copy, a commit.
 __attribute__((noinline)) int write_general_parked(struct strata_reservation *r)
@@ -671,7 +685,7 @@ __attribute__((noinline)) int write_general_parked(struct strata_reservation *r)
 	if (!reserve_general(&out, parked_write_id(r), (unsigned)(uintptr_t)r->lane & 0xffffffffu, size))
 		return 0;
 	memcpy(out.rec, payload, size);
-	strata_commit(&out);
+	commit_general(&out);
 	return 1;
 }
 
@@ -925,13 +939,7 @@ extern "C" STRATA_EXPORT void strata_commit(struct strata_reservation *r)
 			wake_consumer(ch->hdr);
 		return;
 	}
-	const CommitCtx *c = (const CommitCtx *)lane;
-	STRATA_WHOOK(STRATA_W_BEFORE_COMMIT);
-	if (c->records)
-		count_record(c->records, c->owned);
-	commit_bytes(c->ch, c->commit, r->size, c->owned);
-	std::atomic_signal_fence(std::memory_order_seq_cst); // compiler-only, see reserve
-	t_state.depth--;
+	strata::commit_general(r);
 }
 
 namespace strata {

@@ -34,7 +34,10 @@ enum strata_writer_step {
 	STRATA_W_BLOCK_WAIT = STRATA_W_N_STEPS + 1,
 	/* Blocking mode: a wait's sleep ended by the consumer's FUTEX_WAKE
 	 * (not its timeout, not a signal). */
-	STRATA_W_BLOCK_WOKEN
+	STRATA_W_BLOCK_WOKEN,
+	/* A sharer's countdown to its claim (promote_lane): the count loaded,
+	 * not yet stored (the general path of a thread in the shared lanes). */
+	STRATA_W_SHARER_COUNT
 };
 
 #ifdef STRATA_WRITER_HOOKS

@@ -42,7 +42,8 @@ struct ThreadState {
 	// Records left before this thread claims an owned lane in slot s
 	// (64 + 1 at a first event that found no clean free lane:
 	// writer_lanes.cpp; 1 once a sharer opened a packet of a shared lane,
-	// arm_claim_retry; 0: owned, or in the shared lanes until then).
+	// arm_claim_retry; 0: owned, or in the shared lanes until then; owned
+	// with a count left: a stale one, promote_lane).
 	uint8_t until_own[STRATA_MAX_SLOTS];
 	// Owned: the lane.  Not owned: the shared lane used when the CPU is
 	// unknown (no rseq); otherwise shared_lane() picks one per record.
@@ -104,11 +105,22 @@ uint32_t tid_slow(ThreadState &t);
 void promote_lane_slow(Channel *ch, unsigned slot, ThreadState &t);
 
 // A sharer's record at depth 0 counts down to its owned lane's claim
-// (promote_lane_slow); one load and a branch for everyone else.
+// (promote_lane_slow at the count's last record); one load and a branch
+// for everyone else.  The count's store is not guarded against a handler
+// of this thread that runs between the load and it (no depth raised
+// here): a handler's count is then lost (the claim comes a record later),
+// or a handler claimed meanwhile and the count stored over its 0 is stale
+// (promote_lane_slow, when it runs out, finds the lane owned and clears it).
 inline void promote_lane(Channel *ch, unsigned slot, ThreadState &t)
 {
-	if (__builtin_expect(t.until_own[slot] == 0 || t.depth != 0, 1))
+	const uint8_t n = t.until_own[slot];
+	if (__builtin_expect(n == 0 || t.depth != 0, 1))
 		return;
+	if (n > 1) { // a short thread's records: counted here, no call
+		STRATA_WHOOK(STRATA_W_SHARER_COUNT);
+		t.until_own[slot] = (uint8_t)(n - 1);
+		return;
+	}
 	promote_lane_slow(ch, slot, t);
 }
 

@@ -256,7 +256,9 @@ void promote_lane_slow(Channel *ch, unsigned slot, ThreadState &t)
 {
 	t.depth++;
 	std::atomic_signal_fence(std::memory_order_seq_cst);
-	if (t.until_own[slot] != 0 && --t.until_own[slot] == 0) {
+	if (t.exclusive & (1u << slot)) // a stale count (promote_lane): owned already
+		t.until_own[slot] = 0;
+	else if (t.until_own[slot] != 0 && --t.until_own[slot] == 0) {
 		const uint32_t lane = take_owned_lane(ch, false);
 		// None free: the thread stays where it writes, in the shared
 		// lanes, until a packet it opens there arms another try

@@ -182,22 +182,6 @@ std::vector<int> first_cpus(const cpu_set_t &set, size_t n)
 	return cpus;
 }
 
-// Every lane flushed (the writers stopped) and its packets read, lane by lane.
-void flush_and_read(Slot &s, std::vector<Packets> *lanes)
-{
-	lanes->assign(s.reader->info().n_lanes, Packets());
-	for (uint32_t l = 0; l < lanes->size(); l++) {
-		std::string msg;
-		ASSERT_EQ(s.reader->flush(l, false, 5000, &msg), strata::FlushStatus::kDone) << msg;
-		std::vector<uint8_t> pkt;
-		std::string err;
-		strata::ReadStatus st;
-		while ((st = s.reader->next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
-			ASSERT_EQ(st, strata::ReadStatus::kPacket) << err;
-			(*lanes)[l].push_back(pkt);
-		}
-	}
-}
 } // namespace
 
 // A thread without an owned lane writes the shared lane of the CPU it runs
@@ -320,13 +304,10 @@ TEST(RingBuffer, AThreadClaimsItsOwnLaneAfterItsFirstRecords)
 	strata_rt_set_own_after(64);
 	Slot s(0, config(STRATA_MODE_DISCARD, 4, 8, 65536), {rule("rbtest:rec")});
 	ASSERT_TRUE(s.reader);
-	const uint32_t first_shared = s.reader->info().first_shared;
 	// Four threads of one record each: each takes a lane never written,
 	// and leaves its packet open there.
-	for (uint32_t th = 0; th < first_shared; th++)
-		std::thread([th] {
-			strata_tracepoint(rbtest, rec, 50 + th, 0u, checksum(50 + th, 0));
-		}).join();
+	const uint32_t first_shared = leave_owned_lanes_open(
+		s, [](uint32_t th) { strata_tracepoint(rbtest, rec, 50 + th, 0u, checksum(50 + th, 0)); });
 	std::thread w([] {
 		for (uint64_t i = 0; i < 200; i++)
 			strata_tracepoint(rbtest, rec, 7u, i, checksum(7, i));

@@ -33,6 +33,7 @@ STRATA_EVENT(rbtest, big, STRATA_LOGLEVEL_DEBUG, strata_int(uint32_t, thread), s
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -318,6 +319,72 @@ TEST(Write, PayloadsOfEverySizeLandExactly)
 		at += n;
 	}
 	EXPECT_EQ(at, end); // the packet ends with the last record
+}
+
+namespace {
+// The handler of SharerCount: two records of thread 8 inside thread 7's
+// countdown, the second of which runs the count out and claims.
+bool g_count_armed;
+void claim_inside_count(strata_writer_step step)
+{
+	if (step != STRATA_W_SHARER_COUNT || !g_count_armed)
+		return;
+	g_count_armed = false;
+	for (uint64_t i = 0; i < 2; i++)
+		strata_tracepoint(rbtest, sig, 8u, i, checksum(8, i));
+}
+} // namespace
+
+// A sharer's countdown (promote_lane) stores its count without a nesting
+// level: a handler that claims an owned lane between its load and its
+// store leaves a count behind it on an owned lane.  That stale count, run
+// out at the thread's next general-path record (a packet switch), must not
+// claim a second lane (the first leaked, taken till the thread exits):
+// every record after the claim goes to the one lane.  Every owned lane is
+// handed back with its packet open first, so that the writer shares (as
+// rb_concurrency_test's AFirstEventLooksForACleanLaneAgainAfterAMiss).
+TEST(SharerCount, AHandlerThatClaimsInsideTheCountLeavesOneLane)
+{
+	constexpr uint64_t kAfter = 400; // 4 KiB packets: several switches
+	strata_rt_set_own_after(0);
+	Slot s(3, config(STRATA_MODE_DISCARD, 4, 8, 4096), {rule("rbtest:*")});
+	ASSERT_TRUE(s.reader);
+	const uint32_t first_shared = leave_owned_lanes_open(
+		s, [](uint32_t th) { strata_tracepoint(rbtest, sig, 100 + th, 0u, checksum(100 + th, 0)); });
+	strata_rt_set_own_after(2); // the first record shares, counting 3 -> 2
+	std::thread([] {
+		strata_tracepoint(rbtest, sig, 7u, 0u, checksum(7, 0));
+		g_count_armed = true;
+		strata_test_writer_hook = claim_inside_count;
+		strata_tracepoint(rbtest, sig, 7u, 1u, checksum(7, 1)); // count 2 loaded: the handler
+		strata_test_writer_hook = nullptr;
+		for (uint64_t i = 2; i < 2 + kAfter; i++)
+			strata_tracepoint(rbtest, sig, 7u, i, checksum(7, i));
+	}).join();
+	strata_rt_set_own_after(64);
+	EXPECT_FALSE(g_count_armed) << "the countdown's step was never reached";
+	std::vector<Packets> lanes;
+	ASSERT_NO_FATAL_FAILURE(flush_and_read(s, &lanes));
+	std::map<uint32_t, uint64_t> owned; // owned lane -> records of 7 and 8
+	uint64_t records = 0;
+	for (uint32_t l = 0; l < lanes.size(); l++) {
+		EXPECT_EQ(s.reader->lane_discarded(l), 0u) << "lane " << l;
+		for (const auto &pkt : lanes[l]) {
+			std::vector<Record> recs;
+			std::string err;
+			ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
+			for (const Record &r : recs) {
+				const uint64_t who = r.fields.at(0).u;
+				records += who == 7 || who == 8;
+				if ((who == 7 || who == 8) && l < first_shared)
+					owned[l]++;
+			}
+		}
+	}
+	EXPECT_EQ(records, 2 + 2 + kAfter);
+	ASSERT_EQ(owned.size(), 1u) << "thread 7's records after its claim in " << owned.size()
+				    << " owned lanes";
+	EXPECT_GE(owned.begin()->second, kAfter);
 }
 
 TEST(FastOwner, ConsumerWaitsForTheOwnersWindow)

@@ -172,6 +172,35 @@ inline bool raw_packet(Slot &s, uint32_t lane, strata_packet_header *ph, std::ve
 
 using Packets = std::vector<std::vector<uint8_t>>;
 
+// As many threads as s has owned lanes, one after the other, each
+// `one(th)` (a record or a few) and exit: each claims a free owned lane at
+// its first record and hands it back with its packet open.  The number of
+// owned lanes (first_shared).
+template <class F> uint32_t leave_owned_lanes_open(const Slot &s, F one)
+{
+	const uint32_t n = s.reader->info().first_shared;
+	for (uint32_t th = 0; th < n; th++)
+		std::thread([&one, th] { one(th); }).join();
+	return n;
+}
+
+// Every lane flushed (the writers stopped) and its packets read, lane by lane.
+inline void flush_and_read(Slot &s, std::vector<Packets> *lanes)
+{
+	lanes->assign(s.reader->info().n_lanes, Packets());
+	for (uint32_t l = 0; l < lanes->size(); l++) {
+		std::string msg;
+		ASSERT_EQ(s.reader->flush(l, false, 5000, &msg), strata::FlushStatus::kDone) << msg;
+		std::vector<uint8_t> pkt;
+		std::string err;
+		strata::ReadStatus st;
+		while ((st = s.reader->next_packet(l, &pkt, &err)) != strata::ReadStatus::kEmpty) {
+			ASSERT_EQ(st, strata::ReadStatus::kPacket) << err;
+			(*lanes)[l].push_back(pkt);
+		}
+	}
+}
+
 // What check_lanes found in one slot.
 struct Tally {
 	uint64_t records = 0;
