@@ -358,9 +358,10 @@ static inline uint64_t strata_pt_count_known(const struct strata_pt_ctable *t, u
  * (one in 2^16 a probe) only makes an untimed pair the first of a new
  * entry, counted: exact, in a mutex_counts record where a mutex_held would
  * have been.  Returns that entry's address (the hint the stash carries to
- * the unlock, strata_pt_count_entry), 0 if none matched. */
-static inline uint64_t strata_pt_count_hinted(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site,
-					      uint8_t try_)
+ * the unlock, strata_pt_count_entry), 0 if none matched.
+ * strata_pt_count_fp_probe: the same probe, the entry's index + 1. */
+static inline __attribute__((always_inline)) uint32_t
+strata_pt_count_fp_probe(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_)
 {
 	const struct strata_pt_ckey k = strata_pt_count_key(t, lock, site, try_);
 	const uint32_t mask = strata_pt_count_n(t) - 1;
@@ -368,27 +369,61 @@ static inline uint64_t strata_pt_count_hinted(const struct strata_pt_ctable *t, 
 		const uint32_t j = (k.h + i) & mask;
 		if (t->fp[j] == k.f) {
 			__builtin_prefetch(&t->e[j], 1);
-			return U64(&t->e[j]);
+			return j + 1;
 		}
 	}
 	return 0;
 }
+static inline __attribute__((always_inline)) uint64_t
+strata_pt_count_hinted(const struct strata_pt_ctable *t, uint64_t lock, uint32_t site, uint8_t try_)
+{
+	const uint32_t j = strata_pt_count_fp_probe(t, lock, site, try_);
+	return j ? U64(&t->e[j - 1]) : 0;
+}
+
+/* A timed pair of `lock` at `site` (a try: try_) where the thread has a
+ * big table: its entry there, if it has one by the fingerprints
+ * (strata_pt_count_fp_probe), as its index + 1 (0: none, or a small
+ * table), carried in the stash to strata_pt_count_timed at the unlock;
+ * the entry's line is fetched meanwhile, where the unlock otherwise
+ * waited for it (memcached's workers and LRU maintainer, counting every
+ * hold, spent a third of that function's time on the entry's first
+ * load).  A small table (16 KiB of entries) stays in the cache: its
+ * pairs skip the probe here (pt_lockloop, counting every hold: 7
+ * instructions a pair more with it, for nothing). */
+static inline __attribute__((always_inline)) uint16_t strata_pt_count_warm(const void *lock, uint32_t site,
+									   uint8_t try_)
+{
+	const struct strata_pt_ctable *t = ctab;
+	if (!t || t->bits == STRATA_PT_CBITS)
+		return 0;
+	return (uint16_t)strata_pt_count_fp_probe(t, U64(lock), site, try_);
+}
+_Static_assert(STRATA_PT_CBIG_ENTRIES <= UINT16_MAX, "strata_pt_count_warm's index + 1 fits 16 bits");
 
 /* This pair of `lock` at `site` (a try: try_) goes untimed (sampling, see
  * "Timing"): its entry's hint (strata_pt_count_hinted, an entry's address),
- * else 0 (timed), or STRATA_PT_TURN_HOT: a hot lock's pair off its
- * sampled turn, whose start is read in case its unlock finds waiters
- * (STRATA_PT_IF_WAITED).  A handler moving count_skip or `hot` only
- * shifts the sample. */
-static inline uint64_t strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_)
+ * else 0 (timed; *warm: strata_pt_count_warm's), or STRATA_PT_TURN_HOT: a
+ * hot lock's pair off its sampled turn, whose start is read in case its
+ * unlock finds waiters (STRATA_PT_IF_WAITED).  A handler moving
+ * count_skip or `hot` only shifts the sample. */
+static inline __attribute__((always_inline)) uint64_t
+strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_, uint16_t *warm)
 {
 	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
-	if (__builtin_expect(every <= 1, 1) || !strata_tracepoint_enabled(pthread, mutex_counts))
+	*warm = 0;
+	if (__builtin_expect(every <= 1, 1)) { /* every hold timed, or no counting */
+		if (every)
+			*warm = strata_pt_count_warm(lock, site, try_);
+		return 0;
+	}
+	if (!strata_tracepoint_enabled(pthread, mutex_counts))
 		return 0;
 	if (spill_left) /* spilling: every pair a record, which needs its interval */
 		return 0;
 	if (!count_skip) {
 		count_skip = every - 1;
+		*warm = strata_pt_count_warm(lock, site, try_);
 		return 0;
 	}
 	count_skip--;
@@ -750,6 +785,20 @@ static __attribute__((noinline)) int strata_pt_count(const struct strata_pt_pend
 	return strata_pt_count_in(p, hold, now, timed, waited, hint);
 }
 
+/* A timed pair's entry by its warm index (strata_pt_count_warm) if that
+ * still is its entry in `t` (strata_pt_count_hint: an index of another
+ * table, traded since, or an entry evicted or remade meanwhile is none),
+ * else by the probe: its address, 0 if none. */
+static inline uint64_t strata_pt_count_known_at(const struct strata_pt_ctable *t,
+						const struct strata_pt_pending *p)
+{
+	const uint32_t i = p->warm - 1u; /* 0: none, UINT32_MAX here */
+	const struct strata_pt_centry *e =
+		i < strata_pt_count_n(t) ? strata_pt_count_hint(t, U64(&t->e[i]), p->lock, p->site, p->try_)
+					 : NULL;
+	return e ? U64(e) : strata_pt_count_known(t, p->lock, p->site, p->try_);
+}
+
 /*
  * A timed pair `p` (p->tsc 1: timed by the TSC) at its unlock, before any
  * clock read there: 1 if counted (its (lock, site, kind) has an entry: the
@@ -768,7 +817,7 @@ static __attribute__((noinline)) int strata_pt_count_timed(const struct strata_p
 	struct strata_pt_ctable *t = strata_pt_count_mine();
 	if (!t)
 		return 0;
-	const uint64_t known = strata_pt_count_known(t, p->lock, p->site, p->try_);
+	const uint64_t known = strata_pt_count_known_at(t, p);
 	if (!known) {
 		int made;
 		(void)strata_pt_count_begin(t, p, 1, p->t0, 0, &made);

@@ -540,7 +540,11 @@ struct strata_pt_pending {
 	 * ns (0), or no clock was read (STRATA_PT_UNTIMED) and t0 is the hint
 	 * of its count entry (strata_pt_count_hint) */
 	uint8_t tsc;
+	/* A timed pair's count entry, its index + 1 in the thread's table
+	 * (strata_pt_count_warm), 0: none known at the lock */
+	uint16_t warm;
 };
+_Static_assert(sizeof(struct strata_pt_pending) == 32, "a stash slot is 32 bytes");
 static STRATA_PT_TLS struct strata_pt_pending stash[STRATA_PT_STASH];
 static STRATA_PT_TLS uint64_t stash_seq; /* push order: a recursive mutex pops LIFO */
 static STRATA_PT_TLS uint32_t pending;
@@ -654,7 +658,8 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 	uint32_t site = strata_pt_site_id(caller);
 	if (site == STRATA_PT_NO_SITE)
 		return 0;
-	const uint64_t hint = strata_pt_count_untimed_turn(lock, site, try_);
+	uint16_t warm;
+	const uint64_t hint = strata_pt_count_untimed_turn(lock, site, try_, &warm);
 	uint8_t tsc = hint > STRATA_PT_TURN_HOT ? STRATA_PT_UNTIMED : (uint8_t)strata_pt_hold_tsc();
 	if (hint == STRATA_PT_TURN_HOT && tsc == 1)
 		tsc = STRATA_PT_IF_WAITED;
@@ -666,6 +671,7 @@ static inline __attribute__((always_inline)) int strata_pt_stash_push(const void
 		RELAXED_STORE(&stash[i].try_, try_);
 		RELAXED_STORE(&stash[i].seq, strata_pt_local_xadd(&stash_seq, 1) + 1);
 		RELAXED_STORE(&stash[i].tsc, tsc);
+		RELAXED_STORE(&stash[i].warm, warm);
 		RELAXED_STORE(&stash[i].t0, tsc == STRATA_PT_UNTIMED ? hint
 					    : tsc                    ? strata_pt_tsc()
 								     : strata_pt_now());
@@ -689,6 +695,7 @@ static inline int strata_pt_stash_take(uint32_t j, uint64_t lock, struct strata_
 	out->try_ = RELAXED_LOAD(&stash[j].try_);
 	out->t0 = RELAXED_LOAD(&stash[j].t0);
 	out->tsc = RELAXED_LOAD(&stash[j].tsc);
+	out->warm = RELAXED_LOAD(&stash[j].warm);
 	const uint64_t seq = RELAXED_LOAD(&stash[j].seq);
 	SIGNAL_FENCE(); /* read before the slot is free again */
 	RELAXED_STORE(&stash[j].lock, 0);
