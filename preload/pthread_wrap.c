@@ -955,9 +955,12 @@ static __attribute__((noinline)) int strata_pt_mutex_unlock(pthread_mutex_t *m, 
 		/* A hot lock's pair: counted untimed if nobody waits (no hint: its
 		 * entry is looked up), else the timed pair it was read for. */
 		if (p.tsc == STRATA_PT_IF_WAITED) {
-			p.tsc = on == STRATA_PT_COUNT_ON ? STRATA_PT_UNTIMED : 1;
-			if (on == STRATA_PT_COUNT_ON)
+			if (on == STRATA_PT_COUNT_ON) {
+				p.tsc = STRATA_PT_UNTIMED;
 				p.t0 = 0;
+			} else {
+				p.tsc = 1;
+			}
 		}
 		if (p.tsc == STRATA_PT_UNTIMED) {
 			strata_pt_count_untimed(&p, count == STRATA_PT_COUNT_WAITERS);

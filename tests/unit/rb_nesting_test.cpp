@@ -375,8 +375,9 @@ TEST(SharerCount, AHandlerThatClaimsInsideTheCountLeavesOneLane)
 			ASSERT_TRUE(decode_packet(pkt, s.events, &recs, &err)) << err;
 			for (const Record &r : recs) {
 				const uint64_t who = r.fields.at(0).u;
-				records += who == 7 || who == 8;
-				if ((who == 7 || who == 8) && l < first_shared)
+				const bool ours = who == 7 || who == 8; // the thread's and its handler's
+				records += ours;
+				if (ours && l < first_shared)
 					owned[l]++;
 			}
 		}
