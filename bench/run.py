@@ -629,9 +629,15 @@ class Bench:
     def short_threads(self):
         args = ["burst", str(self.p["n_burst"]), "5", "2"]
         plain = []
-        for i in range(self.p["reps"] + 1):
+        # 2 x reps - 1 repetitions, as the memcached rows: an untraced run
+        # moves by 2-6 us a thread from one repetition to the next (thread
+        # creation and exit in the kernel), the tracers' shares are 0.3-2 and
+        # 2-4 us; with 5, the same code read a share of 0.08 in one run and
+        # 0.58 in the next (stop 118's runs at 8c62cee and e766c12).
+        reps = 2 * self.p["reps"] - 1
+        for i in range(reps + 1):
             plain.append(float(parse_kv(run([self.plain] + args).stdout)["cpu_ns_per_thread"]))
-            if i == self.p["reps"]:
+            if i == reps:
                 break
             for side in self.sides():
                 kv, acc = self.traced(side, args, "1M", 8, "burst-%s" % side)
