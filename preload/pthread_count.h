@@ -413,7 +413,7 @@ strata_pt_count_untimed_turn(const void *lock, uint32_t site, uint8_t try_, uint
 	const uint32_t every = __atomic_load_n(&count_every, __ATOMIC_RELAXED); /* a setting */
 	*warm = 0;
 	if (__builtin_expect(every <= 1, 1)) { /* every hold timed, or no counting */
-		if (every)
+		if (every && !spill_left)      /* spilling: no lookup (its unlock makes none) */
 			*warm = strata_pt_count_warm(lock, site, try_);
 		return 0;
 	}
