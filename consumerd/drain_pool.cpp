@@ -391,7 +391,6 @@ void DrainPool::mux_worker()
 	bool streaming = false;
 	RecentWriters recent;         // where this worker's turns' writers ran lately
 	(void)quiet_scheduling(true); // until a streaming job's turn
-	bool crowded = false;         // batch while every CPU has our writers (quiet_scheduling)
 	for (;;) {
 		if (!ready_.empty()) {
 			PoolJob *d = ready_.front();
@@ -407,7 +406,6 @@ void DrainPool::mux_worker()
 					sched = stream_scheduling();
 				} else {
 					default_scheduling(sched);
-					crowded = false;
 					(void)quiet_scheduling(true);
 				}
 			}
@@ -422,10 +420,6 @@ void DrainPool::mux_worker()
 				(void)recent.before_turn(busy, steady_ns());
 			w = StepWait();
 			const StepResult r = d->step(&w);
-			if (!streaming && recent.crowded(steady_ns()) != crowded) {
-				crowded = !crowded;
-				(void)quiet_scheduling(true, crowded);
-			}
 			lk.lock();
 			mux_after(d, r, w);
 			continue;
@@ -449,11 +443,6 @@ void DrainPool::mux_worker()
 void DrainPool::mux_reaper()
 {
 	std::vector<FutexWaits::Done> done;
-	// Woken by a completion posted on a writer's CPU (the task work of
-	// the worker that queued the wait): a short slice preempts that
-	// writer for the few microseconds of a reap, not for the rest of its
-	// slice (sched_policy.h, quiet_scheduling).
-	(void)short_slice();
 	for (;;) {
 		done.clear();
 		waits_->reap(done); // waits_ is set before this thread starts

@@ -67,17 +67,15 @@ bool set_own_policy(uint32_t policy)
 }
 } // namespace
 
-bool quiet_scheduling(bool on, bool crowded)
+bool quiet_scheduling(bool on)
 {
-	static const bool batch = [] {
+	static const bool enabled = [] {
 		const char *e = getenv("STRATA_CONSUMERD_BATCH");
-		return e && !strcmp(e, "1");
+		return !(e && !strcmp(e, "0"));
 	}();
-	if (on && (batch || crowded))
-		return set_own_policy(SCHED_BATCH);
-	if (!set_own_policy(SCHED_OTHER))
+	if (!enabled)
 		return false;
-	return !on || short_slice();
+	return set_own_policy(on ? SCHED_BATCH : SCHED_OTHER);
 }
 
 bool short_slice()
@@ -155,17 +153,6 @@ bool RecentWriters::before_turn(const cpu_set_t &busy, uint64_t now_ns)
 		CPU_OR(&cpus_, &cpus_, &busy);
 	}
 	return step_off(cpus_);
-}
-
-bool RecentWriters::crowded(uint64_t now_ns) const
-{
-	if (!any_ || now_ns - since_ > kWindowNs)
-		return false;
-	cpu_set_t allowed, both;
-	if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-		return false;
-	CPU_AND(&both, &allowed, &cpus_);
-	return CPU_EQUAL(&both, &allowed);
 }
 
 SchedChange stream_scheduling()

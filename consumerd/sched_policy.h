@@ -28,24 +28,15 @@ bool short_slice();
 // thread's nice was changed.
 bool streaming_weight();
 
-// A multiplexing worker between streaming turns (on), or before one (off:
-// SCHED_OTHER, its slice and weight then stream_scheduling's).  Between
-// them: SCHED_OTHER with the short slice, so that a worker woken on a busy
-// writer's CPU (an io_uring completion's task work goes to the thread that
-// queued the wait; a timer fires where it was armed) preempts that writer
-// at once, for as long as its move off the writer's CPU takes (step_off),
-// instead of waiting there for the writer's slice to end while another CPU
-// idles: 2.5-4.6 ms on the PVM guest, by which time a short run's writer
-// had made its first lap's pages itself (docs/consumerd.md, "The daemon
-// beside its writers").  STRATA_CONSUMERD_BATCH=1 makes it SCHED_BATCH
-// instead (no wake-up preemption: the default before step_off existed).  A
-// policy not SCHED_OTHER or SCHED_BATCH is left alone.  True if the thread
-// has it (false also where the kernel has no per-task slice, before 6.12).
-// `crowded` (RecentWriters::crowded: every CPU it may run on had a writer
-// of its turns lately): SCHED_BATCH too, for a preemption then buys no move
-// to an idle CPU, only a writer stopped sooner (ints on 2 threads, 22 runs
-// alternated: wall 30.4 ns an event with the slice, 29.5 batch).
-bool quiet_scheduling(bool on, bool crowded = false);
+// A multiplexing worker between streaming turns: SCHED_BATCH (on) or back
+// to SCHED_OTHER (off), on the calling thread.  A batch thread is never
+// placed ahead of the task running on a CPU when it wakes (no wake-up
+// preemption): a first lap's turn, woken on the traced writer's CPU, waits
+// there for an idle CPU to take it instead of stopping the writer, and in
+// a first lap nothing can be lost (docs/benchmarks.md, "A short run's
+// wall is bimodal").  STRATA_CONSUMERD_BATCH=0 turns it off; a policy not
+// SCHED_OTHER or SCHED_BATCH is left alone.  True if the thread has it.
+bool quiet_scheduling(bool on);
 
 // A multiplexing worker about to run a turn for writers that last ran on
 // the CPUs in `busy`: if the calling thread runs on one of them and may
@@ -70,10 +61,6 @@ public:
 	// joins the CPUs seen since the window began (kWindowNs; a new window
 	// starts from `busy` alone), then step_off those.  True if moved.
 	bool before_turn(const cpu_set_t &busy, uint64_t now_ns);
-	// At `now_ns`, the window's CPUs hold every CPU the calling thread
-	// may run on: no idle one to step off to (a window past kWindowNs
-	// holds none).
-	bool crowded(uint64_t now_ns) const;
 	static constexpr uint64_t kWindowNs = 10000000; // 10 ms
 
 private:
