@@ -80,6 +80,15 @@ constexpr uint64_t kAheadPerTurn = 1u << 20;
 // write-populated the next, 3 of 3 short runs under strace).
 constexpr int kFirstPollUs = 100;
 constexpr uint8_t kFirstPolls = 9;
+// A buffer this young (since its drain's first turn) with no record yet
+// waits for its writer's first lap: that wait, and the first looks after
+// it, are StepWait::first_lap, and the pool's threads take the quick
+// scheduling while one is armed (sched_policy.h, between_turns): the
+// wake-up that ends it should preempt the writer's CPU for the worker's
+// move, not wait there for the writer's slice.  An older buffer still
+// idle (a service that traces later, or not at all) leaves the workers
+// batch.
+constexpr uint64_t kFirstLapWaitNs = 100000000; // 100 ms
 
 } // namespace
 
@@ -505,6 +514,8 @@ StepResult Drain::step(StepWait *w)
 {
 	if (stage() == Stage::Queued && !begin_run())
 		return StepResult::kDone;
+	if (born_ns_ == 0)
+		born_ns_ = mono_ns();
 	// Every turn copies into the copy buffer of the thread running it,
 	// the final one too: batch_ of an earlier turn is another worker's,
 	// which may be copying another drain's packets into it right now.
@@ -544,6 +555,8 @@ StepResult Drain::step(StepWait *w)
 		w->timeout_ms = std::max(1, w->first_poll_us / 1000);
 		first_polls_++;
 	}
+	w->first_lap = w->first_poll_us != 0 || (!busy_seen_ && !ahead_done_ && first_pos_ == 0 &&
+						 mono_ns() - born_ns_ < kFirstLapWaitNs);
 	if (const uint64_t period = out_ ? out_->live_period_ns() : 0) {
 		const uint64_t now = mono_ns();
 		if (now - last_live_ns_ >= period) {

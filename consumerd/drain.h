@@ -256,6 +256,7 @@ private:
 	uint8_t first_polls_ = 0;  // short waits taken to see whether a lane is busy
 	bool first_moved_ = false; // the writers moved since the last turn
 	uint64_t first_pos_ = 0;   // the lanes' positions summed, at the last turn
+	uint64_t born_ns_ = 0;     // mono_ns at the first turn (kFirstLapWaitNs)
 	uint32_t stream_id_ = 0;
 	bool overwrite_ = false;
 	// Overwrite mode: a duplicate of the buffer's fd for snapshot(); main

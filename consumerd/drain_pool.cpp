@@ -13,9 +13,12 @@
 #include <new>
 #include <string>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <system_error>
 #include <thread>
+#include <unistd.h>
 
+#include "huge_chunks.h"
 #include "log.h"
 #include "madv_populate.h"
 #include "sched_policy.h"
@@ -45,6 +48,22 @@ struct BatchCache {
 };
 thread_local BatchCache t_batch;
 constexpr size_t kBatchSlack = 4u << 20; // kept up to this much above the need
+
+// A copy buffer's size and alignment: whole 2 MiB pages (transparent huge
+// pages, asked for by MADV_HUGEPAGE: Debian's default THP mode is
+// madvise) when rounding the need up to them adds at most a quarter, else
+// whole 4 KiB pages.  Populating 2 MiB of small pages took the worker 2.5
+// ms on the PVM guest (a hypervisor trap a page, 5 us), in the kernel at
+// nice -10 on the CPU beside a writer's first lap: a writer's collapse
+// (collapse_ahead, writer_lane.h) waited that long for the lru drain's
+// work item queued there (a short run 48 ns an event against 29).  One
+// huge page is made in one fault.
+constexpr size_t kHugeBatch = 2u << 20;
+bool huge_batch(size_t need)
+{
+	const size_t up = (need + kHugeBatch - 1) & ~(kHugeBatch - 1);
+	return need >= kHugeBatch / 2 && up - need <= need / 4 && !huge_pages_off();
+}
 } // namespace
 
 CopyBuffer ready_batch(size_t need, bool populate, bool may_shrink)
@@ -55,11 +74,16 @@ CopyBuffer ready_batch(size_t need, bool populate, bool may_shrink)
 		// Never zeroed: every byte is copied in (or zeroed as a
 		// packet's padding) before it is written out.  Whole pages:
 		// aligned_alloc's size is a multiple of its alignment.
-		const size_t cap = (need + 4095) & ~static_cast<size_t>(4095);
-		c.buf.reset(static_cast<uint8_t *>(aligned_alloc(4096, cap)));
+		const bool huge = huge_batch(need);
+		const size_t align = huge ? kHugeBatch : 4096;
+		const size_t cap = (need + align - 1) & ~(align - 1);
+		c.buf.reset(static_cast<uint8_t *>(aligned_alloc(align, cap)));
 		c.cap = 0;
 		if (!c.buf)
 			throw std::bad_alloc(); // as new[] did
+		// A hint: refused (THP off), small pages as before.
+		if (huge)
+			(void)madvise(c.buf.get(), cap, MADV_HUGEPAGE);
 		c.cap = cap;
 		c.populated = false;
 	}
@@ -86,6 +110,17 @@ bool DrainPool::run(PoolJob *d)
 	std::unique_lock<std::mutex> lk(mu_);
 	if (d->multiplexable() && mux_on()) {
 		d->idle_turns_ = 0;
+		// A new buffer: its writer starts now.  The worker woken for
+		// its first turn may be placed on that writer's CPU: quick
+		// before the wake (mux_sched_apply), or the turn waited there
+		// for the writer's slice (3.3 ms measured, its first lap's
+		// pages all made by the writer).  Counted until a worker takes
+		// it (mux_worker).
+		d->first_lap_ = true;
+		first_laps_++;
+		lk.unlock();
+		mux_sched_apply();
+		lk.lock();
 		mux_ready(d);
 		return true;
 	}
@@ -279,6 +314,10 @@ void DrainPool::mux_ready(PoolJob *d, bool notify)
 
 void DrainPool::mux_disarm(PoolJob *d)
 {
+	if (d->first_lap_) {
+		d->first_lap_ = false;
+		first_laps_--;
+	}
 	if (d->timer_at_)
 		timers_.erase({d->timer_at_, d});
 	d->timer_at_ = 0;
@@ -314,6 +353,10 @@ void DrainPool::mux_after(PoolJob *d, StepResult r, const StepWait &w)
 		return;
 	}
 	d->mux_ = PoolJob::Mux::kArmed;
+	if (w.first_lap) { // until it leaves kArmed (mux_disarm)
+		d->first_lap_ = true;
+		first_laps_++;
+	}
 	// False (FutexWaitv's slots all taken): no wait, the timer below at
 	// the drain's own step, never backed off, polls it; the next turn
 	// asks again.
@@ -385,28 +428,32 @@ void DrainPool::wake(PoolJob *d)
 
 void DrainPool::mux_worker()
 {
+	const size_t slot = mux_sched_join(true); // batch or quick until a streaming turn
 	std::unique_lock<std::mutex> lk(mu_);
 	StepWait w;
 	SchedChange sched; // what this worker took for a streaming job
 	bool streaming = false;
-	RecentWriters recent;         // where this worker's turns' writers ran lately
-	(void)quiet_scheduling(true); // until a streaming job's turn
+	RecentWriters recent; // where this worker's turns' writers ran lately
 	for (;;) {
 		if (!ready_.empty()) {
 			PoolJob *d = ready_.front();
 			ready_.pop_front();
 			d->mux_ = PoolJob::Mux::kRunning;
+			if (d->first_lap_) { // a new job's first turn (run)
+				d->first_lap_ = false;
+				first_laps_--;
+			}
 			lk.unlock();
 			// The job's turns are this thread's now (mu_ ordered them
 			// after its previous turn): its flag is ours to read.
 			if (d->streaming() != streaming) {
 				streaming = !streaming;
 				if (streaming) {
-					(void)quiet_scheduling(false);
+					mux_sched_streaming(slot, true);
 					sched = stream_scheduling();
 				} else {
 					default_scheduling(sched);
-					(void)quiet_scheduling(true);
+					mux_sched_streaming(slot, false);
 				}
 			}
 			// A turn on a CPU where the job's writer runs stops that
@@ -422,6 +469,14 @@ void DrainPool::mux_worker()
 			const StepResult r = d->step(&w);
 			lk.lock();
 			mux_after(d, r, w);
+			continue;
+		}
+		// Before sleeping: a first lap's wait armed or ended since the
+		// pool threads' policy was set?  Set it now, before the wake.
+		if ((first_laps_ != 0) != quick_seen_) {
+			lk.unlock();
+			mux_sched_apply();
+			lk.lock();
 			continue;
 		}
 		if (timers_.empty()) {
@@ -442,6 +497,7 @@ void DrainPool::mux_worker()
 
 void DrainPool::mux_reaper()
 {
+	(void)mux_sched_join(false); // quick, or the kernel's slice: never batch
 	std::vector<FutexWaits::Done> done;
 	for (;;) {
 		done.clear();
@@ -450,6 +506,43 @@ void DrainPool::mux_reaper()
 		for (const FutexWaits::Done &c : done)
 			mux_completed(reinterpret_cast<PoolJob *>(static_cast<uintptr_t>(c.tag)));
 	}
+}
+
+size_t DrainPool::mux_sched_join(bool may_batch)
+{
+	std::lock_guard<std::mutex> s(sched_mu_);
+	sched_slots_.push_back({static_cast<pid_t>(syscall(SYS_gettid)), may_batch, false});
+	(void)between_turns(0, sched_quick_, may_batch);
+	return sched_slots_.size() - 1;
+}
+
+void DrainPool::mux_sched_streaming(size_t slot, bool streaming)
+{
+	std::lock_guard<std::mutex> s(sched_mu_);
+	SchedSlot &t = sched_slots_[slot];
+	t.streaming = streaming;
+	// Streaming: SCHED_OTHER with the kernel's slice, which
+	// stream_scheduling then shortens; back: what the others have.
+	(void)between_turns(0, !streaming && sched_quick_, t.may_batch && !streaming);
+}
+
+void DrainPool::mux_sched_apply()
+{
+	std::lock_guard<std::mutex> s(sched_mu_);
+	bool want;
+	{
+		// Read and marked under mu_: a worker that changes first_laps_
+		// after this sees quick_seen_ differ and applies again.
+		std::lock_guard<std::mutex> g(mu_);
+		want = first_laps_ != 0;
+		quick_seen_ = want;
+	}
+	if (want == sched_quick_)
+		return;
+	sched_quick_ = want;
+	for (const SchedSlot &t : sched_slots_)
+		if (!t.streaming)
+			(void)between_turns(t.tid, want, t.may_batch);
 }
 
 void warm_drains(uint64_t subbuf_size)

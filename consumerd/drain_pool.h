@@ -51,7 +51,13 @@
  *     the streaming scheduling before a turn of a job that wants it
  *     (PoolJob::streaming) and drops it before a turn of one that does
  *     not, so that a drain streaming once does not leave its weight and
- *     short slice to every later turn on that worker.
+ *     short slice to every later turn on that worker.  Between streaming
+ *     turns a worker is batch, or quick while a job is armed for a young
+ *     writer's first lap (first_laps_ not 0): whichever thread changes
+ *     first_laps_ across zero, or a worker that finds it changed before
+ *     it sleeps, sets every pool thread's policy (mux_sched_apply, under
+ *     sched_mu_, never under mu_); a worker's own streaming change takes
+ *     sched_mu_ too, so the two never cross.
  *   - a worker keeps its copy buffer (ready_batch) for its next drain
  *     (threaded) or turn (multiplexed): at most kMaxIdle idle buffers of
  *     about 1 MiB each (more for larger sub-buffers), plus one per
@@ -75,6 +81,7 @@
 #define STRATA_CONSUMERD_DRAIN_POOL_H
 
 #include <sched.h>
+#include <sys/types.h>
 
 #include <condition_variable>
 #include <cstddef>
@@ -83,6 +90,7 @@
 #include <mutex>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "futex_ring.h"
 #include "futex_waitv.h"
@@ -101,12 +109,16 @@ enum class StepResult : uint8_t {
 // `timeout_ms`, or the job's finish.  first_poll_us, when not 0: a first
 // lap's look (Drain::step), that many microseconds, which the pool takes
 // as it is (no back-off of its own); the thread driver, whose waits are
-// in milliseconds, takes timeout_ms.
+// in milliseconds, takes timeout_ms.  first_lap: the wait is for a young
+// buffer's writer in its first lap (its first record, or a first look):
+// the pool's workers take the quick scheduling while any such wait is
+// armed (sched_policy.h, between_turns).
 struct StepWait {
 	const uint32_t *word = nullptr;
 	uint32_t val = 0;
 	int timeout_ms = 0;
 	int first_poll_us = 0;
+	bool first_lap = false;
 };
 
 // What a worker runs: one drain, from start to end (drain.h).
@@ -154,6 +166,7 @@ private:
 	bool kick_ = false;      // wake() came while a worker ran it
 	uint8_t idle_turns_ = 0; // kWait turns in a row: the safety net's back-off
 	uint64_t timer_at_ = 0;  // its key in timers_ (0: none)
+	bool first_lap_ = false; // new, or armed with StepWait::first_lap: counted in first_laps_
 };
 
 // Bytes of whole packets gathered for one write (one packet at least): the
@@ -211,14 +224,33 @@ private:
 	void mux_after(PoolJob *d, StepResult r, const StepWait &w); // under mu_
 	void mux_completed(PoolJob *d);                              // under mu_
 	void mux_disarm(PoolJob *d);                                 // under mu_
+	// The workers' and the reaper's scheduling between streaming turns
+	// (between_turns): quick while first_laps_ is not 0.  Called without
+	// mu_; sched_mu_ orders the callers, each applying what first_laps_
+	// says when it holds it, so the last change wins.
+	void mux_sched_apply();
+	// A pool thread (worker or reaper) joins the list above; a worker
+	// marks its streaming turns, during which the list leaves it alone.
+	size_t mux_sched_join(bool may_batch);
+	void mux_sched_streaming(size_t slot, bool streaming);
 	enum class MuxState : uint8_t { kUnknown, kOn, kOff };
 	MuxState mux_state_ = MuxState::kUnknown;
 	size_t mux_threads_ = 0;
-	FutexRing ring_;                 // Linux >= 6.7
-	FutexWaitv waitv_;               // else (Linux >= 5.16): a few waiter threads
-	FutexWaits *waits_ = nullptr;    // the one opened (set once under mu_, by mux_on)
-	bool polled_said_ = false;       // "more buffers than waits" logged (under mu_)
-	std::condition_variable mux_cv_; // workers wait for ready_ or their next timer
+	FutexRing ring_;              // Linux >= 6.7
+	FutexWaitv waitv_;            // else (Linux >= 5.16): a few waiter threads
+	FutexWaits *waits_ = nullptr; // the one opened (set once under mu_, by mux_on)
+	bool polled_said_ = false;    // "more buffers than waits" logged (under mu_)
+	unsigned first_laps_ = 0;     // jobs with first_lap_ (under mu_)
+	struct SchedSlot {
+		pid_t tid;
+		bool may_batch; // a worker (the reaper is never batch)
+		bool streaming; // its own streaming scheduling: left alone
+	};
+	std::mutex sched_mu_;                // after mu_ is released, never inside it
+	std::vector<SchedSlot> sched_slots_; // under sched_mu_
+	bool sched_quick_ = false;           // applied to them (under sched_mu_)
+	bool quick_seen_ = false;            // what the last apply read (under mu_)
+	std::condition_variable mux_cv_;     // workers wait for ready_ or their next timer
 	std::deque<PoolJob *> ready_;
 	std::set<std::pair<uint64_t, PoolJob *>> timers_; // (deadline ns, job)
 	std::mutex mu_;

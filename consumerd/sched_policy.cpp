@@ -31,60 +31,80 @@ struct SchedAttr {
 	uint32_t sched_util_min, sched_util_max;
 };
 
-// The calling thread's EEVDF slice request (sched_runtime, ns; 0: the
-// kernel's default), for a SCHED_OTHER thread only: a policy someone chose
-// for us is left alone.  Best effort: kernels before 6.12 have no per-task
-// slice.  True if set.
+// Thread `tid`'s (0: the caller's) fair policy and EEVDF slice request
+// (sched_runtime, ns; 0: the kernel's default; kernels before 6.12 have no
+// per-task slice and ignore it), nice unchanged: one sched_setattr.  Only
+// between SCHED_OTHER and SCHED_BATCH: a policy someone chose for us (real
+// time, SCHED_IDLE) is left alone.  True if the thread now has them.
+bool set_fair(pid_t tid, uint32_t policy, uint64_t runtime_ns)
+{
+	SchedAttr a;
+	memset(&a, 0, sizeof a);
+	if (syscall(SYS_sched_getattr, tid, &a, sizeof a, 0) != 0)
+		return false;
+	if (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH)
+		return false;
+	// The kernel reads back its own slice where none was asked: only a
+	// short slice already set is known to be ours.
+	if (a.sched_policy == policy && runtime_ns != 0 && a.sched_runtime == runtime_ns)
+		return true;
+	a.size = sizeof a;
+	a.sched_policy = policy;
+	a.sched_flags = 0;
+	a.sched_runtime = runtime_ns; // nice (read above) and weight unchanged
+	return syscall(SYS_sched_setattr, tid, &a, 0) == 0;
+}
+
+// The calling thread's slice, its policy SCHED_OTHER only.
 bool set_own_slice(uint64_t runtime_ns)
 {
 	SchedAttr a;
 	memset(&a, 0, sizeof a);
 	if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
 		return false;
-	a.size = sizeof a;
-	a.sched_flags = 0;
-	a.sched_runtime = runtime_ns; // the slice; nice and weight unchanged
-	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+	return set_fair(0, SCHED_OTHER, runtime_ns);
 }
 
-// The calling thread's policy between SCHED_OTHER and SCHED_BATCH (nice,
-// weight and slice unchanged); a policy someone else chose (real time,
-// SCHED_IDLE) is left alone.  True if the thread now has `policy`.
-bool set_own_policy(uint32_t policy)
-{
-	SchedAttr a;
-	memset(&a, 0, sizeof a);
-	if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0)
-		return false;
-	if (a.sched_policy == policy)
-		return true;
-	if (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH)
-		return false;
-	a.size = sizeof a;
-	a.sched_policy = policy;
-	a.sched_flags = 0;
-	return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
-}
-} // namespace
-
-bool quiet_scheduling(bool on)
+bool batch_enabled()
 {
 	static const bool enabled = [] {
 		const char *e = getenv("STRATA_CONSUMERD_BATCH");
 		return !(e && !strcmp(e, "0"));
 	}();
-	if (!enabled)
-		return false;
-	return set_own_policy(on ? SCHED_BATCH : SCHED_OTHER);
+	return enabled;
 }
 
-bool short_slice()
+// The short slice asked (short_slice), in microseconds; 0: none.
+long slice_us()
 {
 	static const long us = [] {
 		const char *e = getenv("STRATA_CONSUMERD_SLICE_US");
 		long v = e && *e ? strtol(e, nullptr, 10) : kSliceUs;
 		return v < 0 ? 0 : v;
 	}();
+	return us;
+}
+
+bool quick_enabled()
+{
+	static const bool enabled = [] {
+		const char *e = getenv("STRATA_CONSUMERD_QUICK");
+		return !(e && !strcmp(e, "0"));
+	}();
+	return enabled && slice_us() != 0;
+}
+} // namespace
+
+bool between_turns(pid_t tid, bool quick, bool may_batch)
+{
+	if (quick && quick_enabled())
+		return set_fair(tid, SCHED_OTHER, static_cast<uint64_t>(slice_us()) * 1000);
+	return set_fair(tid, may_batch && batch_enabled() ? SCHED_BATCH : SCHED_OTHER, 0);
+}
+
+bool short_slice()
+{
+	const long us = slice_us();
 	return us != 0 && set_own_slice(static_cast<uint64_t>(us) * 1000);
 }
 

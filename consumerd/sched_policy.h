@@ -10,6 +10,7 @@
 #define STRATA_CONSUMERD_SCHED_POLICY_H
 
 #include <sched.h>
+#include <sys/types.h>
 
 #include <cstdint>
 
@@ -28,15 +29,29 @@ bool short_slice();
 // thread's nice was changed.
 bool streaming_weight();
 
-// A multiplexing worker between streaming turns: SCHED_BATCH (on) or back
-// to SCHED_OTHER (off), on the calling thread.  A batch thread is never
-// placed ahead of the task running on a CPU when it wakes (no wake-up
-// preemption): a first lap's turn, woken on the traced writer's CPU, waits
-// there for an idle CPU to take it instead of stopping the writer, and in
-// a first lap nothing can be lost (docs/benchmarks.md, "A short run's
-// wall is bimodal").  STRATA_CONSUMERD_BATCH=0 turns it off; a policy not
-// SCHED_OTHER or SCHED_BATCH is left alone.  True if the thread has it.
-bool quiet_scheduling(bool on);
+// A multiplexing worker (or the pool's reaper, `may_batch` false) between
+// streaming turns, on thread `tid` (0: the calling thread; another thread
+// of this process changes without being woken, and wakes with it).
+//  - quick: SCHED_OTHER with the short slice (short_slice), while some
+//    drain waits on a writer's first lap (a new buffer's first turn, its
+//    first record, its first looks: DrainPool's first_laps_).  The wake-up
+//    that ends such a wait can land on the writer's CPU (the kernel's idle
+//    search gives up on a busy LLC; an io_uring wait's completion runs as
+//    task work on the worker that queued it, where it last slept).  A
+//    batch thread, or one with the kernel's slice, waits there for the
+//    writer's slice to end (2.5-4.6 ms measured on a 2-CPU guest) while
+//    the writer makes its first lap's pages itself, where a short slice
+//    preempts it for the worker's move (step_off).
+//  - else SCHED_BATCH where `may_batch`: never placed ahead of the task
+//    running on a CPU when it wakes (no wake-up preemption), so a worker
+//    woken beside busy writers waits for an idle CPU instead of stopping
+//    one (docs/consumerd.md, "The daemon beside its writers"); SCHED_OTHER
+//    with the kernel's slice otherwise (the reaper, whose turns are a few
+//    microseconds, or STRATA_CONSUMERD_BATCH=0).
+// STRATA_CONSUMERD_QUICK=0: never quick.  A policy not SCHED_OTHER or
+// SCHED_BATCH (real time, SCHED_IDLE: someone's choice) is left alone.
+// True if the thread has what was asked.
+bool between_turns(pid_t tid, bool quick, bool may_batch);
 
 // A multiplexing worker about to run a turn for writers that last ran on
 // the CPUs in `busy`: if the calling thread runs on one of them and may

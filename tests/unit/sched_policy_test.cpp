@@ -1,12 +1,20 @@
 // The drain threads' scheduling changes (consumerd/sched_policy.h), each
 // on a thread of its own: a multiplexing worker between streaming turns is
-// SCHED_BATCH, back to SCHED_OTHER for a streaming turn, and a policy
-// someone else chose is left alone; a worker steps off its writers' CPUs
-// when it may run elsewhere, its affinity given back as it was.
+// SCHED_BATCH, back to SCHED_OTHER for a streaming turn, quick (SCHED_OTHER
+// with the short slice) while a writer's first lap waits, set from another
+// thread while it sleeps, and a policy someone else chose is left alone; a
+// worker steps off its writers' CPUs when it may run elsewhere, its
+// affinity given back as it was.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "sched_policy.h"
@@ -24,27 +32,94 @@ template <class F> void on_thread(F f)
 	t.join();
 }
 
-TEST(SchedPolicy, QuietIsBatchUntilAStreamingTurn)
+// sched_getattr(2) of thread `tid`: its policy and slice request (ns;
+// 0 on a kernel before 6.12, which has none).
+struct Attr {
+	uint32_t size, policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t priority;
+	uint64_t runtime, deadline, period;
+	uint32_t util_min, util_max;
+};
+Attr attr_of(pid_t tid)
+{
+	Attr a;
+	memset(&a, 0, sizeof a);
+	EXPECT_EQ(0, syscall(SYS_sched_getattr, tid, &a, sizeof a, 0));
+	return a;
+}
+
+TEST(SchedPolicy, BetweenTurnsIsQuickBatchOrTheKernelsSlice)
 {
 	on_thread([] {
-		ASSERT_EQ(own_policy(), SCHED_OTHER);
-		EXPECT_TRUE(strata::quiet_scheduling(true));
-		EXPECT_EQ(own_policy(), SCHED_BATCH);
-		EXPECT_TRUE(strata::quiet_scheduling(true)); // already: unchanged
-		EXPECT_EQ(own_policy(), SCHED_BATCH);
-		EXPECT_TRUE(strata::quiet_scheduling(false));
-		EXPECT_EQ(own_policy(), SCHED_OTHER);
+		EXPECT_TRUE(strata::between_turns(0, true, true));
+		Attr a = attr_of(0);
+		EXPECT_EQ(a.policy, static_cast<uint32_t>(SCHED_OTHER)) << "quick";
+		// A kernel with per-task slices (6.12) reads the slice back (the
+		// kernel's own when none was asked); an older one reads 0.
+		const bool slices = a.runtime != 0;
+		if (slices) {
+			EXPECT_EQ(a.runtime, 100000u) << "the short slice, 100 us";
+		}
+		EXPECT_TRUE(strata::between_turns(0, false, true));
+		a = attr_of(0);
+		EXPECT_EQ(a.policy, static_cast<uint32_t>(SCHED_BATCH));
+		if (slices) {
+			EXPECT_NE(a.runtime, 100000u) << "the kernel's slice again";
+		}
+		EXPECT_TRUE(strata::between_turns(0, false, false)) << "the reaper: never batch";
+		a = attr_of(0);
+		EXPECT_EQ(a.policy, static_cast<uint32_t>(SCHED_OTHER));
+		if (slices) {
+			EXPECT_NE(a.runtime, 100000u);
+		}
+		EXPECT_EQ(a.nice, 0) << "nice untouched";
 	});
 }
 
-TEST(SchedPolicy, AnotherPolicyIsLeftAlone)
+// The pool sets its sleeping workers' policy from the thread that armed
+// a first lap's wait: the worker is not woken for it, and finds it set.
+TEST(SchedPolicy, BetweenTurnsSetsAnotherThreadAsleep)
+{
+	std::mutex mu;
+	std::condition_variable cv;
+	pid_t tid = 0;
+	bool go = false;
+	int seen = -1;
+	std::thread t([&] {
+		std::unique_lock<std::mutex> lk(mu);
+		tid = static_cast<pid_t>(syscall(SYS_gettid));
+		cv.notify_all();
+		cv.wait(lk, [&] { return go; });
+		seen = sched_getscheduler(0);
+	});
+	{
+		std::unique_lock<std::mutex> lk(mu);
+		cv.wait(lk, [&] { return tid != 0; });
+	}
+	EXPECT_TRUE(strata::between_turns(tid, false, true));
+	EXPECT_EQ(attr_of(tid).policy, static_cast<uint32_t>(SCHED_BATCH));
+	EXPECT_TRUE(strata::between_turns(tid, true, true));
+	EXPECT_EQ(attr_of(tid).policy, static_cast<uint32_t>(SCHED_OTHER));
+	EXPECT_TRUE(strata::between_turns(tid, false, true));
+	{
+		std::lock_guard<std::mutex> g(mu);
+		go = true;
+	}
+	cv.notify_all();
+	t.join();
+	EXPECT_EQ(seen, SCHED_BATCH) << "what it woke with";
+}
+
+TEST(SchedPolicy, BetweenTurnsLeavesAnotherPolicyAlone)
 {
 	on_thread([] {
 		struct sched_param p = {};
 		ASSERT_EQ(sched_setscheduler(0, SCHED_IDLE, &p), 0);
-		EXPECT_FALSE(strata::quiet_scheduling(true));
+		EXPECT_FALSE(strata::between_turns(0, true, true));
 		EXPECT_EQ(own_policy(), SCHED_IDLE);
-		EXPECT_FALSE(strata::quiet_scheduling(false));
+		EXPECT_FALSE(strata::between_turns(0, false, true));
 		EXPECT_EQ(own_policy(), SCHED_IDLE);
 	});
 }
