@@ -525,8 +525,10 @@ bool Reader::lane_busy(const LaneState &ls, uint64_t head) const
 
 // One 2 MiB chunk of the file at `off` (a multiple of kHugeChunk, inside
 // our mapping) made as one huge page (huge_chunks.h): only where no page
-// of it exists yet (someone's pages there stay theirs: a collapse would
-// copy them under their writer), one small page allocated first (the
+// of it past its first `made` bytes (ours, made small just before:
+// populate_ahead) exists yet (someone's pages there stay theirs: a
+// collapse would copy them under their writer); in an empty one, one
+// small page allocated first (the
 // kernel refuses to collapse an empty range; fallocate's page is not up
 // to date, so a writer's mincore does not see it and maps none of it
 // before the collapse), then MADV_COLLAPSE: 0.2-0.3 ms a chunk on the
@@ -536,7 +538,7 @@ bool Reader::lane_busy(const LaneState &ls, uint64_t head) const
 // does not know it (EINVAL: before 6.1, or a file it cannot collapse, as
 // a kernel buffer) is not asked again; no memory (ENOMEM) or a page busy
 // (EAGAIN) leaves this chunk to 4 KiB pages.
-bool Reader::make_huge_chunk(uint64_t off)
+bool Reader::make_huge_chunk(uint64_t off, uint64_t made)
 {
 	if (off % kHugeChunk != 0 || off + kHugeChunk > map_size_ ||
 	    reinterpret_cast<uintptr_t>(base_) % kHugeChunk != 0)
@@ -545,10 +547,10 @@ bool Reader::make_huge_chunk(uint64_t off)
 	unsigned char v[kHugeChunk / 4096];
 	if (mincore(p, kHugeChunk, v) != 0)
 		return false;
-	for (unsigned char c : v)
-		if (c & 1)
+	for (size_t i = made / 4096; i < sizeof v; i++)
+		if (v[i] & 1)
 			return false;
-	if ((make_fd_ < 0 || fallocate(make_fd_, 0, (off_t)off, 4096) != 0) &&
+	if (made == 0 && (make_fd_ < 0 || fallocate(make_fd_, 0, (off_t)off, 4096) != 0) &&
 	    madvise(p, 4096, kMadvPopulateWrite) != 0)
 		return false;
 	if (madvise(p, kHugeChunk, kMadvCollapse) == 0) {
@@ -597,7 +599,16 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 	const uint64_t limit = chunks ? std::min(stride, chunk + kHugeChunk) : end;
 	if (from >= limit)
 		return 0;
-	uint64_t small_end = chunks ? std::min(chunk, end) : end;
+	// A chunk that begins in the writer's open sub-buffer: its part up to
+	// that sub-buffer's end is made in small pages first, then the chunk
+	// collapsed (copying them).  The collapse begins with the kernel's
+	// LRU drain, whose work item on the writer's CPU waits for the
+	// writer's slice (3.4 ms seen on the PVM guest): the writer then maps
+	// our pages meanwhile instead of faulting fresh ones in.
+	const uint64_t open_end = (head & ~(S - 1)) + S;
+	const uint64_t first_part =
+		chunks && chunk < open_end ? std::min(open_end, chunk + kHugeChunk) : chunk;
+	uint64_t small_end = chunks ? std::min(first_part, end) : end;
 	if (from < ls.leave_from && ls.leave_from < small_end)
 		small_end = ls.leave_from;
 	const uint64_t n = small_end > from ? std::min(small_end - from, *budget & ~(kPage - 1)) : 0;
@@ -610,7 +621,7 @@ uint64_t Reader::populate_ahead(uint32_t lane, uint64_t *budget, bool *busy)
 	if (*budget == 0)
 		return limit - ls.ahead;
 	*budget -= std::min(*budget, kHugeCost);
-	if (make_huge_chunk(lane_off + chunk)) {
+	if (make_huge_chunk(lane_off + chunk, ls.ahead > chunk ? ls.ahead - chunk : 0)) {
 		ls.ahead = limit;
 		return end + kHugeChunk > ls.ahead ? 1 : 0; // perhaps the next chunk
 	}

@@ -422,7 +422,7 @@ private:
 	uint64_t loss_bound(const LaneState &ls, uint64_t ts) const;
 	void map_ahead(uint32_t lane, LaneState &ls, uint64_t upto);
 	bool lane_busy(const LaneState &ls, uint64_t head) const;
-	bool make_huge_chunk(uint64_t off);
+	bool make_huge_chunk(uint64_t off, uint64_t made); // made: bytes of ours at its start
 	void make_small(uint32_t lane, uint64_t from, uint64_t n);
 	bool huge_refused_ = false; // MADV_COLLAPSE refused (EINVAL): not asked again
 	strata_lane_ctl *lane_ctl(uint32_t lane) const;

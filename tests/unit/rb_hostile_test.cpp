@@ -1161,6 +1161,49 @@ TEST(FirstLapHuge, WholeChunksAheadAreHugePages)
 	EXPECT_GE(records, 3 * ((S - kPage) / 24)) << "whole packets";
 }
 
+// A chunk that begins inside the writer's open sub-buffer (S = 1 MiB: the
+// lead is 512 KiB, the sub-buffer ends at 1 MiB): the consumer makes that
+// sub-buffer's rest in small pages first, the writer's pages for the time
+// its collapse waits (the LRU drain's work on the writer's CPU), then
+// collapses the chunk with those pages in it, and the records written
+// there before and after come back whole.  Without the small pages first
+// the writer faulted fresh ones in while the collapse waited (a short run
+// 45-60 ns an event against 28-30, docs/consumerd.md).
+TEST(FirstLapHuge, AChunkInTheOpenSubBufferIsMadeSmallFirst)
+{
+	constexpr uint64_t S = 1u << 20, kPage = 4096, lead = strata::huge_lead(S);
+	constexpr uint64_t C = strata::kHugeChunk;
+	HugeLane h(S, 8);
+	ASSERT_TRUE(h.s.reader);
+	Slot &s = h.s;
+	const Scribbler &sc = h.sc;
+	const uint64_t data = h.data;
+	ASSERT_LT(lead, S) << "the first chunk starts inside the first sub-buffer";
+	ASSERT_EQ(0u, (data + lead) % C);
+	emit_recs(strata::Reader::kBusyBytes * 5 / 4 / 24);
+	const uint64_t head = s.reader->lane_position(0);
+	ASSERT_GE(head, strata::Reader::kBusyBytes);
+	ASSERT_LT(head, lead - (16u << 10));
+	// One turn's budget: the small pages to the sub-buffer's end and the
+	// chunk's collapse.
+	uint64_t budget = UINT64_MAX;
+	bool busy = false;
+	(void)s.reader->populate_ahead(0, &budget, &busy);
+	EXPECT_TRUE(busy);
+	const uint64_t from = (head + (16u << 10) + kPage - 1) & ~(kPage - 1);
+	EXPECT_EQ(S - from, s.reader->stats().ahead_allocated)
+		<< "small pages to the open sub-buffer's end, past the chunk's start";
+	EXPECT_EQ((S - from) / kPage, resident(sc, data + from, S - from));
+	if (s.reader->stats().ahead_huge == 0)
+		GTEST_SKIP() << "MADV_COLLAPSE refused here: 4 KiB pages only";
+	EXPECT_EQ(C, s.reader->stats().ahead_huge) << "the chunk, with our small pages in it";
+	EXPECT_EQ(C / kPage, resident(sc, data + lead, C));
+	emit_recs((3 * S) / 24);
+	uint64_t records = 0;
+	EXPECT_EQ(3u, h.read_packets(&records));
+	EXPECT_GE(records, 3 * ((S - kPage) / 24)) << "whole packets";
+}
+
 // The writer's side (collapse_ahead): with no consumer making pages ahead
 // (a late one), a busy writer's lap-0 opens collapse the chunks starting in
 // their sub-buffers themselves, the first one at the second sub-buffer's
