@@ -1092,6 +1092,18 @@ struct HugeLane {
 	      data(sc.hdr()->data_offset)
 	{
 	}
+	// The writer a little past the consumer's busy mark, still before
+	// `lead` less the consumer's 16 KiB margin: its position.
+	uint64_t busy_in_lead(uint64_t lead)
+	{
+		emit_recs(strata::Reader::kBusyBytes * 5 / 4 / 24);
+		const uint64_t head = s.reader->lane_position(0);
+		EXPECT_GE(head, strata::Reader::kBusyBytes);
+		EXPECT_LT(head, lead - (16u << 10));
+		return head;
+	}
+	// The first page the consumer makes past a writer at `head`.
+	static uint64_t ahead_from(uint64_t head) { return (head + (16u << 10) + 4095) & ~uint64_t{4095}; }
 	uint64_t read_packets(uint64_t *records)
 	{
 		std::vector<uint8_t> p;
@@ -1127,17 +1139,14 @@ TEST(FirstLapHuge, WholeChunksAheadAreHugePages)
 	const uint64_t data = h.data;
 	EXPECT_EQ(0u, (data + lead) % C) << "lane 0's byte huge_lead(S) on a chunk boundary";
 	EXPECT_EQ(0u, stride % C);
-	emit_recs(strata::Reader::kBusyBytes * 5 / 4 / 24);
-	const uint64_t head = s.reader->lane_position(0);
-	ASSERT_GE(head, strata::Reader::kBusyBytes);
-	ASSERT_LT(head, lead - (16u << 10));
+	const uint64_t head = h.busy_in_lead(lead);
 	uint64_t budget = UINT64_MAX;
 	bool busy = false;
 	for (int turn = 0; turn < 8 && s.reader->populate_ahead(0, &budget, &busy); turn++)
 		budget = UINT64_MAX;
 	EXPECT_TRUE(busy);
 	// Small pages from the margin past the writer to the first chunk.
-	const uint64_t from = (head + (16u << 10) + kPage - 1) & ~(kPage - 1);
+	const uint64_t from = HugeLane::ahead_from(head);
 	EXPECT_EQ((lead - from) / kPage, resident(sc, data + from, lead - from));
 	const uint64_t huge = s.reader->stats().ahead_huge;
 	if (huge == 0) {
@@ -1180,17 +1189,14 @@ TEST(FirstLapHuge, AChunkInTheOpenSubBufferIsMadeSmallFirst)
 	const uint64_t data = h.data;
 	ASSERT_LT(lead, S) << "the first chunk starts inside the first sub-buffer";
 	ASSERT_EQ(0u, (data + lead) % C);
-	emit_recs(strata::Reader::kBusyBytes * 5 / 4 / 24);
-	const uint64_t head = s.reader->lane_position(0);
-	ASSERT_GE(head, strata::Reader::kBusyBytes);
-	ASSERT_LT(head, lead - (16u << 10));
+	const uint64_t head = h.busy_in_lead(lead);
 	// One turn's budget: the small pages to the sub-buffer's end and the
 	// chunk's collapse.
 	uint64_t budget = UINT64_MAX;
 	bool busy = false;
 	(void)s.reader->populate_ahead(0, &budget, &busy);
 	EXPECT_TRUE(busy);
-	const uint64_t from = (head + (16u << 10) + kPage - 1) & ~(kPage - 1);
+	const uint64_t from = HugeLane::ahead_from(head);
 	EXPECT_EQ(S - from, s.reader->stats().ahead_allocated)
 		<< "small pages to the open sub-buffer's end, past the chunk's start";
 	EXPECT_EQ((S - from) / kPage, resident(sc, data + from, S - from));
