@@ -1184,26 +1184,23 @@ TEST(FirstLapHuge, AChunkInTheOpenSubBufferIsMadeSmallFirst)
 	constexpr uint64_t C = strata::kHugeChunk;
 	HugeLane h(S, 8);
 	ASSERT_TRUE(h.s.reader);
-	Slot &s = h.s;
-	const Scribbler &sc = h.sc;
-	const uint64_t data = h.data;
 	ASSERT_LT(lead, S) << "the first chunk starts inside the first sub-buffer";
-	ASSERT_EQ(0u, (data + lead) % C);
+	ASSERT_EQ(0u, (h.data + lead) % C);
 	const uint64_t head = h.busy_in_lead(lead);
 	// One turn's budget: the small pages to the sub-buffer's end and the
 	// chunk's collapse.
 	uint64_t budget = UINT64_MAX;
 	bool busy = false;
-	(void)s.reader->populate_ahead(0, &budget, &busy);
+	(void)h.s.reader->populate_ahead(0, &budget, &busy);
 	EXPECT_TRUE(busy);
 	const uint64_t from = HugeLane::ahead_from(head);
-	EXPECT_EQ(S - from, s.reader->stats().ahead_allocated)
+	EXPECT_EQ(S - from, h.s.reader->stats().ahead_allocated)
 		<< "small pages to the open sub-buffer's end, past the chunk's start";
-	EXPECT_EQ((S - from) / kPage, resident(sc, data + from, S - from));
-	if (s.reader->stats().ahead_huge == 0)
+	EXPECT_EQ((S - from) / kPage, resident(h.sc, h.data + from, S - from));
+	if (h.s.reader->stats().ahead_huge == 0)
 		GTEST_SKIP() << "MADV_COLLAPSE refused here: 4 KiB pages only";
-	EXPECT_EQ(C, s.reader->stats().ahead_huge) << "the chunk, with our small pages in it";
-	EXPECT_EQ(C / kPage, resident(sc, data + lead, C));
+	EXPECT_EQ(C, h.s.reader->stats().ahead_huge) << "the chunk, with our small pages in it";
+	EXPECT_EQ(C / kPage, resident(h.sc, h.data + lead, C));
 	emit_recs((3 * S) / 24);
 	uint64_t records = 0;
 	EXPECT_EQ(3u, h.read_packets(&records));
