@@ -64,7 +64,7 @@ static std::atomic<const strata_kclock *> g_upage_offered{nullptr};
 static std::atomic<const strata_kclock *> g_upage{nullptr};
 // The chosen page (g_kclock or g_upage), for clock_now()'s inline first
 // try (rt_internal.h); stored by the thread whose choice won, after it.
-// Tagged kClockLfence on a CPU without RDTSCP (rt_internal.h).
+// Tagged kClockRdtscp where RDTSCP may be used (rt_internal.h).
 // Null (not yet stored, or clock_gettime chosen): every read takes
 // clock_now_slow(), which switches on g_clock_id, so both are correct.
 std::atomic<const strata_kclock *> g_clock_page{nullptr};
@@ -229,15 +229,15 @@ extern "C" STRATA_EXPORT uint32_t strata_rt_clock_id(void)
 						std::memory_order_acquire))
 		return id;
 	// Release: the page's mapping before the pointer; pairs with the
-	// acquire load in clock_page_ref().  Tagged kClockLfence on a CPU
-	// without RDTSCP, by our CPUID or the page's writer's (valgrind's
+	// acquire load in clock_page_ref().  Tagged kClockRdtscp unless the CPU
+	// lacks RDTSCP, by our CPUID or the page's writer's (valgrind's
 	// CPUID claims it where it faults; STRATA_TEST_NO_RDTSCP=1, tests: as
 	// on one).
 	const char *no = getenv("STRATA_TEST_NO_RDTSCP");
 	if (const strata_kclock *k = chosen_page(chosen)) {
 		const bool rdtscp = strata_kclock_use_rdtscp(k) && !(no && strcmp(no, "1") == 0);
 		g_clock_page.store(reinterpret_cast<const strata_kclock *>(reinterpret_cast<uintptr_t>(k) |
-									   (rdtscp ? 0 : kClockLfence)),
+									   (rdtscp ? kClockRdtscp : 0)),
 				   std::memory_order_release);
 	}
 	return chosen;
@@ -296,7 +296,7 @@ extern "C" STRATA_EXPORT uint64_t strata_rt_clock_now(void)
 
 extern "C" STRATA_EXPORT const strata_kclock *strata_rt_clock_page(void)
 {
-	// Untagged (g_clock_page carries kClockLfence); strata_rt_clock_id
+	// Untagged (g_clock_page carries kClockRdtscp); strata_rt_clock_id
 	// acquires the id, after which the page's pointer and mapping are
 	// visible (chosen_page).
 	return strata::chosen_page(strata_rt_clock_id());

@@ -227,12 +227,13 @@ bool writer_lanes_settled(Channel *ch);
 // clock_now_slow(), which retries, waits for a busy consumer page, or falls
 // back to clock_gettime exactly as the clock's contract says.
 uint64_t clock_now_slow();
-// The chosen page, its low bit set (kClockLfence) on a CPU without RDTSCP:
-// page-aligned, so the bit is free, and the readers learn which
+// The chosen page, its low bit set (kClockRdtscp) where RDTSCP may be
+// used: page-aligned, so the bit is free, and the readers learn which
 // instruction takes the TSC from the value they load anyway (no second
-// load on the event's path).  Read it through clock_page_ref.
+// load on the event's path).  Null or untagged reads with lfence; rdtsc,
+// which every x86-64 CPU has.  Read it through clock_page_ref.
 extern std::atomic<const strata_kclock *> g_clock_page;
-constexpr uintptr_t kClockLfence = 1;
+constexpr uintptr_t kClockRdtscp = 1;
 struct ClockPageRef {
 	const strata_kclock *k; // null: no page chosen (yet)
 	bool rdtscp;            // read its TSC with RDTSCP, else lfence; rdtsc
@@ -241,7 +242,7 @@ __attribute__((always_inline)) inline ClockPageRef clock_page_ref()
 {
 	// Acquire: pairs with the release store in strata_rt_clock_id.
 	const uintptr_t v = reinterpret_cast<uintptr_t>(g_clock_page.load(std::memory_order_acquire));
-	return {reinterpret_cast<const strata_kclock *>(v & ~kClockLfence), (v & kClockLfence) == 0};
+	return {reinterpret_cast<const strata_kclock *>(v & ~kClockRdtscp), (v & kClockRdtscp) != 0};
 }
 __attribute__((always_inline)) inline uint64_t clock_now()
 {

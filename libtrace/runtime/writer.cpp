@@ -592,13 +592,17 @@ __attribute__((noinline)) int reserve_general(struct strata_reservation *r, uint
 // success *ticks is the record's TSC - t0 (skew: 0).
 //
 // The ordered TSC is read as soon as the lane is known to be ours: after
-// the check that sends the usual exits to the general path, before the
+// the one check that sends the usual exits to the general path, before the
 // read it could not use (it reads the clock after its load of head):
 // `fast` (no clock page, no owned lane in this slot: a thread beyond the
 // owned lanes or one yet to claim, no FAST_OWNER buffers in this process:
-// no membarrier) and a compact id.  The checks that rarely fail (the slot
-// still holding that channel, a depth left), the nesting level, the clock
-// page's seq, the busy window and head come after it: the fence waits for
+// no membarrier), a load at the slot's %fs-relative address beside the
+// page's.  The arguments' parking, the compact id (tp's load), the checks
+// that rarely fail (the slot still holding that channel, a depth left),
+// the nesting level, the clock page's seq, the busy window and head come
+// after it (1.1-1.6 ns an event on the AMD EPYC with kvm-clock, where the
+// id and the slot's block's linear address stood before it: docs/
+// ring-buffer.md, "The TSC first"): the fence waits for
 // every load before it, so what stands before it lengthens every event,
 // and what follows it runs beside the read (docs/ring-buffer.md, "The TSC
 // first").  seq after the TSC: the page's fields are still one snapshot
@@ -698,6 +702,23 @@ template <int Kind> inline int fast_leave(struct strata_reservation *r)
 		return 0;
 	return Kind == kFastWrite ? write_general_parked(r) : reserve_general_parked(r);
 }
+// The caller's arguments parked in r for the general path, as each kind
+// of caller leaves them (park_args, park_write; the hold's: none).
+template <int Kind>
+__attribute__((always_inline)) inline void park(struct strata_reservation *r, struct strata_tracepoint *tp,
+						unsigned slot, size_t size)
+{
+	if (Kind == kFastReserve)
+		park_args(r, tp, slot, size);
+	else if (Kind == kFastWrite)
+		park_write(r, tp, slot, size);
+}
+template <int Kind>
+inline int park_leave(struct strata_reservation *r, struct strata_tracepoint *tp, unsigned slot, size_t size)
+{
+	park<Kind>(r, tp, slot, size);
+	return fast_leave<Kind>(r);
+}
 
 // A fast path that left after opening its busy window (nothing of the lane
 // changed): close the window, undo the depth, then the general path with
@@ -742,29 +763,30 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	     uint64_t t0, uint64_t max_ticks, uint64_t *ticks)
 {
 	constexpr bool Hold = Kind == kFastHold;
-	ThreadState &t = thread_state_linear();
 	if (__builtin_expect(slot >= STRATA_MAX_SLOTS, 0))
 		return 0;
-	if (Kind == kFastReserve)
-		park_args(r, tp, slot, size);
-	else if (Kind == kFastWrite)
-		park_write(r, tp, slot, size);
+	// Not owned here, not FAST_OWNER, or no page: general (see above).
+	// The slot's `fast` from its %fs-relative address and the page's
+	// word: the only loads the fence waits for.  Acquire: as clock_now's
+	// (the page's mapping before the pointer).  Not null when `fast` is
+	// not: `fast` is set only once a page is (ThreadState::PerSlot).
+	Channel *const fast = t_state.per_slot[slot].fast;
+	const ClockPageRef page = clock_page_ref();
+	if (__builtin_expect(fast == nullptr, 0))
+		return park_leave<Kind>(r, tp, slot, size);
+	// The TSC now (see above); tp's id and the parking beside the read.
+	const uint64_t tsc = strata_kclock_ordered(page.rdtscp);
+	const strata_kclock *k = page.k;
+	if (__builtin_expect(tp->id >= STRATA_REC_EXTENDED_ID, 0))
+		return park_leave<Kind>(r, tp, slot, size);
+	park<Kind>(r, tp, slot, size);
 	// The slot's block as a value of its own (the empty asm, as in
 	// thread_state_linear): kept in one register, not rebuilt from the
 	// state and the slot where the TSC read took the register it was in.
+	ThreadState &t = thread_state_linear();
 	ThreadState::PerSlot *psp = &t.per_slot[slot];
 	asm("" : "+r"(psp));
 	ThreadState::PerSlot &ps = *psp;
-	// Not owned here, not FAST_OWNER, or no page: general (see above).
-	Channel *const fast = ps.fast;
-	if (__builtin_expect(fast == nullptr || tp->id >= STRATA_REC_EXTENDED_ID, 0))
-		return fast_leave<Kind>(r);
-	// The TSC now (see above).  Acquire: as clock_now's (the page's
-	// mapping before the pointer).  Not null: `fast` is set only once a
-	// page is (ThreadState::PerSlot).
-	const ClockPageRef page = clock_page_ref();
-	const strata_kclock *k = page.k;
-	const uint64_t tsc = strata_kclock_ordered(page.rdtscp);
 	// Acquire: as slot_channel's.  The slot still holds the channel whose
 	// lane we own (a close or reopen since: general).  No size check here:
 	// a record that does not fit the open packet (head + narrow < limit below)
