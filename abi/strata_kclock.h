@@ -134,8 +134,9 @@ STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_ordered_lo(uint32_t *lo_o
 }
 
 /* The ordered TSC alone, as strata_kclock_ordered_lo without the second
- * copy of its low half: for a caller that converts from the joined value
- * (the writer's fast path), one instruction fewer. */
+ * copy of its low half: for a caller that does not convert it (the
+ * writer's fast path converts from the low half: its chain from the read
+ * to the record's header is shorter, docs/ring-buffer.md). */
 STRATA_KCLOCK_HOT static inline uint64_t strata_kclock_ordered(int rdtscp)
 {
 #if defined(__x86_64__)

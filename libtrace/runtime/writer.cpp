@@ -774,8 +774,8 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	const ClockPageRef page = clock_page_ref();
 	if (__builtin_expect(fast == nullptr, 0))
 		return park_leave<Kind>(r, tp, slot, size);
-	// The TSC now (see above); tp's id and the parking beside the read.
-	const uint64_t tsc = strata_kclock_ordered(page.rdtscp);
+	uint32_t tsc_lo; // The TSC now (see above), its low half converted
+	const uint64_t tsc = strata_kclock_ordered_lo(&tsc_lo, page.rdtscp);
 	const strata_kclock *k = page.k;
 	if (__builtin_expect(tp->id >= STRATA_REC_EXTENDED_ID, 0))
 		return park_leave<Kind>(r, tp, slot, size);
@@ -810,7 +810,7 @@ reserve_fast(struct strata_reservation *r, struct strata_tracepoint *tp, unsigne
 	uint64_t now;
 	// The common case's conversion only: the rest (rare) takes the general
 	// path, whose clock read converts in full.
-	const int clk = strata_kclock_end_common(k, seq, tsc, (uint32_t)tsc, &now);
+	const int clk = strata_kclock_end_common(k, seq, tsc, tsc_lo, &now);
 	if (__builtin_expect(clk == 0, 1)) {
 		STRATA_WHOOK(STRATA_W_CLOCK_READ);
 		const uint64_t narrow = STRATA_REC_COMPACT_SIZE + (Hold ? size : r->size);
