@@ -639,6 +639,10 @@ int strata_cmd_query(int argc, char **argv)
 	const std::string sql = have_sql ? operands.back() : "";
 	const std::vector<std::string> traces(operands.begin(), operands.end() - (have_sql ? 1 : 0));
 	sqlite3 *db = nullptr;
+	if (query::use_linked_sqlite() != SQLITE_OK) { // before the open: the tables' routines
+		std::fprintf(stderr, "strata query: cannot hand SQLite's routines to the tables\n");
+		return cli::kFail;
+	}
 	if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
 	    SQLITE_OK) {
 		std::fprintf(stderr, "strata query: cannot open SQLite: %s\n",

@@ -7,8 +7,6 @@
  */
 #include "trace_tables.h"
 
-SQLITE_EXTENSION_INIT1
-
 extern "C" __attribute__((visibility("default"))) int sqlite3_strata_init(sqlite3 *db, char **err,
 									  const sqlite3_api_routines *api)
 {

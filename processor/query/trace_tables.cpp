@@ -14,6 +14,11 @@
 #include "table_cursor.h"
 #include "u64_aggregates.h"
 
+// The routines every object of the tables calls SQLite through
+// (sqlite_api.h): set by the loading SQLite (extension.cpp) or by the
+// linked one at each open (linked_sqlite.cpp).
+SQLITE_EXTENSION_INIT1
+
 namespace strata {
 namespace query {
 namespace {

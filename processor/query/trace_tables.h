@@ -34,6 +34,13 @@ namespace query {
 // Registers the `strata` module and the strata_open() function on db.
 int register_strata(sqlite3 *db);
 
+// For a program that links SQLite (`strata query`): before its first
+// sqlite3_open, has the linked SQLite hand the tables its routines at
+// each open, as a loading SQLite hands a loadable extension's (the tables
+// are compiled once, as the extension: processor/query/CMakeLists.txt).
+// SQLITE_OK, or sqlite3_auto_extension's error.
+int use_linked_sqlite();
+
 // Opens the trace at path (a directory at or above its sub-traces) and
 // makes its tables and views in `temp` (dropping those of a trace opened
 // before).  False with *why when it is not a readable trace.
