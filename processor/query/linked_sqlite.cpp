@@ -13,8 +13,17 @@ namespace strata {
 namespace query {
 namespace {
 
-int take_routines(sqlite3 *, char **, const sqlite3_api_routines *api)
+// A SQLite built without extension loading (SQLITE_OMIT_LOAD_EXTENSION)
+// hands its automatic extensions no routines: the open fails with why,
+// rather than the tables calling through a null table.
+int take_routines(sqlite3 *, char **err, const sqlite3_api_routines *api)
 {
+	if (api == nullptr) {
+		if (err)
+			*err = sqlite3_mprintf("this SQLite was built without extension loading, which the "
+					       "strata tables need");
+		return SQLITE_ERROR;
+	}
 	sqlite3_api = api;
 	return SQLITE_OK;
 }
