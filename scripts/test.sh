@@ -71,8 +71,8 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 # 100 ms).  100 ms still leaves running threads millions of instructions
 # against the exit's teardown.
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=100:suppressions=$PWD/scripts/tsan.supp
-# One test more than CPUs in the sanitizer passes: their tests wait as
-# much as they compute (daemons' stops, a killed `record`'s random instants,
+# One test more than CPUs in the sanitizer passes: their tests also wait
+# (daemons' stops, a killed `record`'s random instants,
 # polls), which left a CPU idle a quarter of the pass (ASan on the 2-CPU
 # Intel Xeon kind: 303 busy CPU-s of 396).  Fresh trees, the same machine:
 # ASan 198 -> 163 s, TSan 268 -> 218 s, every test passing; the slowest
