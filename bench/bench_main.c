@@ -9,13 +9,16 @@
  *
  * Modes (argv[1]); every result is printed as "key=value" lines on stdout
  * for bench/run.py:
- *   loop W T N [WU] T threads each emit WU warm-up events (default 0: the
+ *   loop W T N [WU [ordered]]
+ *                   T threads each emit WU warm-up events (default 0: the
  *                   first lap of fresh buffers costs page faults), then N
  *                   events of workload W (ints, str, mixed) after a common
  *                   barrier; prints the mean per-thread
  *                   ns per loop iteration, in wall time and in thread CPU
  *                   time.  Without a session this is the
- *                   disabled-tracepoint cost.
+ *                   disabled-tracepoint cost.  `ordered` (T = 1): also
+ *                   the ordered TSC read's CPU ns, timed in the thread
+ *                   beside its loop (ordered_tsc_ns; issue 64's stretch).
  *   rate W R MS     one thread emits workload W at R events/s (bursts of
  *                   R/1000 events at each millisecond; R = 0: unthrottled)
  *                   for MS milliseconds.
@@ -181,27 +184,46 @@ struct worker {
 	uint64_t warmup;
 	uint64_t elapsed_ns;
 	uint64_t cpu_ns;
+	int ordered;       /* loop's "ordered": time the ordered TSC read beside it */
+	double ordered_ns; /* that read's CPU ns */
 	pthread_barrier_t *start;
 	pthread_barrier_t *hold; /* hold mode: stay alive until main arrives */
 };
 
+static double ordered_loop_ns(int n, int rdtscp, int adds);
+
+/* A worker's loop.  With `ordered` (loop's 6th argument, one thread),
+ * the ordered TSC read (the events' own) is timed in the same thread just
+ * before and just after the loop, n / 16 reads each side (at least
+ * 100,000: 2 ms, for a short loop's reading to settle), outside the
+ * loop's times: issue 64's stretch rows subtract a read of the same phase
+ * of a shared host, not one timed minutes apart (their mean: ordered_ns). */
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	const int m = (int)(w->n / 16 > 100000 ? w->n / 16 : 100000);
+	const int rdtscp = w->ordered ? strata_kclock_has_rdtscp() : 0;
+	double before = 0;
 	w->fn(w->warmup);
 	pthread_barrier_wait(w->start);
+	if (w->ordered)
+		before = ordered_loop_ns(m, rdtscp, 0);
 	uint64_t c0 = cpu_ns(), t0 = now_ns();
 	w->fn(w->n);
 	w->cpu_ns = cpu_ns() - c0;
+	const uint64_t elapsed = now_ns() - t0;
+	if (w->ordered)
+		w->ordered_ns = (before + ordered_loop_ns(m, rdtscp, 0)) / 2;
 	/* release: pairs with main's acquire poll in hold mode (pthread_join
 	 * orders it otherwise) */
-	__atomic_store_n(&w->elapsed_ns, now_ns() - t0, __ATOMIC_RELEASE);
+	__atomic_store_n(&w->elapsed_ns, elapsed, __ATOMIC_RELEASE);
 	if (w->hold)
 		pthread_barrier_wait(w->hold);
 	return NULL;
 }
 
-static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, uint64_t warmup, int hold)
+static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, uint64_t warmup, int hold,
+		       int ordered)
 {
 	static struct worker workers[BENCH_MAX_THREADS];
 	pthread_barrier_t start, hold_b;
@@ -210,7 +232,8 @@ static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, uint64_t
 		pthread_barrier_init(&hold_b, NULL, nthreads + 1);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < nthreads; i++) {
-		workers[i] = (struct worker){0, fn, n, warmup, 0, 0, &start, hold ? &hold_b : NULL};
+		workers[i] =
+			(struct worker){0, fn, n, warmup, 0, 0, ordered, 0, &start, hold ? &hold_b : NULL};
 		int err = pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
 		if (err) {
 			fprintf(stderr, "pthread_create: %s\n", strerror(err));
@@ -248,6 +271,8 @@ static int run_threads(bench_loop_fn fn, unsigned nthreads, uint64_t n, uint64_t
 	       "wall_ms=%.1f\n",
 	       BENCH_SIDE, nthreads, (unsigned long long)((n + warmup) * nthreads), sum / nthreads,
 	       cpu / nthreads, (double)wall / 1e6);
+	if (ordered)
+		printf("ordered_tsc_ns=%.3f\n", workers[0].ordered_ns);
 	return 0;
 }
 
@@ -806,13 +831,14 @@ static uint64_t arg_u64(const char *s)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: strata-bench{,-lttng,-plain} MODE ...\n"
-			"  loop W T N [WU] | rate W R MS | tick US MS | hold T N | spin T | burst N K C |\n"
-			"  noop | one |\n"
-			"  costs |\n"
-			"  wake MS |\n"
-			"  spawn N PROG...\n"
-			"  W: ints, str, mixed\n");
+	fprintf(stderr,
+		"usage: strata-bench{,-lttng,-plain} MODE ...\n"
+		"  loop W T N [WU [ordered]] | rate W R MS | tick US MS | hold T N | spin T | burst N K C |\n"
+		"  noop | one |\n"
+		"  costs |\n"
+		"  wake MS |\n"
+		"  spawn N PROG...\n"
+		"  W: ints, str, mixed\n");
 	return 2;
 }
 
@@ -835,18 +861,19 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "clock") && argc == 3)
 		return run_clock(arg_u64(argv[2]));
 #endif
-	if (!strcmp(mode, "loop") && (argc == 5 || argc == 6)) {
+	if (!strcmp(mode, "loop") && argc >= 5 && argc <= 7) {
 		uint64_t t = arg_u64(argv[3]);
-		if (t < 1 || t > BENCH_MAX_THREADS)
+		const int ordered = argc == 7 && !strcmp(argv[6], "ordered");
+		if (t < 1 || t > BENCH_MAX_THREADS || (argc == 7 && (!ordered || t != 1)))
 			return usage();
 		return run_threads(loop_by_name(argv[2]), (unsigned)t, arg_u64(argv[4]),
-				   argc == 6 ? arg_u64(argv[5]) : 0, 0);
+				   argc >= 6 ? arg_u64(argv[5]) : 0, 0, ordered);
 	}
 	if (!strcmp(mode, "hold") && argc == 4) {
 		uint64_t t = arg_u64(argv[2]);
 		if (t < 1 || t > BENCH_MAX_THREADS)
 			return usage();
-		return run_threads(bench_loop_ints, (unsigned)t, arg_u64(argv[3]), 0, 1);
+		return run_threads(bench_loop_ints, (unsigned)t, arg_u64(argv[3]), 0, 1, 0);
 	}
 	if (!strcmp(mode, "spin") && argc == 3) {
 		uint64_t t = arg_u64(argv[2]);
