@@ -561,6 +561,8 @@ class Bench:
         # timed in the same thread beside its loop: the median of the
         # runs' differences (and of the reads alone)
         for (w, side), pairs in beside.items():
+            if side != "strata":
+                continue  # the rows are Strata's alone
             self.results[("stretch_paired", w, side)] = statistics.median(c - o for c, o in pairs)
             self.results[("ordered_beside", w, side)] = statistics.median(o for _, o in pairs)
             log("enabled %s %s 1T: the ordered read beside each run %s ns" % (
@@ -568,11 +570,12 @@ class Bench:
 
     # One run of the enabled step's loop: W events on T threads after the
     # warm-up, 16 x 1 MiB (also its zero-loss runs, in blocking mode).
-    # One thread: the program times the ordered TSC read beside its loop
+    # One thread of the enabled step (not its zero-loss runs, whose reads
+    # no row uses): the program times the ordered TSC read beside its loop
     # too (ordered_tsc_ns), for the stretch rows.
     def enabled_run(self, side, w, t, tag, blocking=False):
         return self.traced(side, ["loop", w, str(t), str(self.p["n_enabled"]), str(self.p["warmup"])]
-                           + (["ordered"] if t == 1 else []),
+                           + (["ordered"] if t == 1 and tag == "en" else []),
                            EN_SUBBUF, EN_NSUB, "%s-%s-%s-%d" % (tag, side, w, t), blocking=blocking)
 
     # One scaling run: T threads, the same total work as 2 threads (each
